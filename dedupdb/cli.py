@@ -1,0 +1,209 @@
+"""The dedupdb command: parse options, make one library call, render. No SQL and no maths here."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import render
+from .config import DB_ENV_VAR
+from .database import Database
+from .errors import DedupError
+
+app = typer.Typer(
+    name="dedupdb",
+    help="A local near-duplicate database for text: finds documents that are the same or nearly the same.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DbOption = typer.Option(
+    None, "--db", envvar=DB_ENV_VAR, help="Database file (default: in the user data dir).", show_default=False
+)
+
+
+class ListFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+class ReportFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+class PairsFormat(str, Enum):
+    jsonl = "jsonl"
+    csv = "csv"
+
+
+def friendly(command):
+    """Turn library errors into a one-line message and exit status 1; Ctrl-C into exit status 130."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except DedupError as exc:
+            render.err_console.print(f"Error: {exc}", highlight=False, markup=False)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            render.err_console.print("Interrupted: work committed so far is kept; run the command again to resume.")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _open(db: Optional[Path], create: bool = False, **settings) -> Database:
+    return Database.open(db, create=create, **settings)
+
+
+@app.command()
+@friendly
+def init(
+    db: Optional[Path] = DbOption,
+    threshold: Optional[float] = typer.Option(None, help="Jaccard similarity for near-duplicates [default: 0.5]."),
+    permutations: Optional[int] = typer.Option(None, help="MinHash permutations [default: 128]."),
+    word_ngram: Optional[int] = typer.Option(None, help="Shingle size in words, for space-separated text [default: 3]."),
+    cjk_ngram: Optional[int] = typer.Option(None, help="Shingle size in characters, for CJK text [default: 2]."),
+    simhash_distance: Optional[int] = typer.Option(None, help="SimHash Hamming distance [default: 3]."),
+) -> None:
+    """Create a database with chosen settings (the first 'add' does this with the defaults)."""
+    with _open(
+        db,
+        create=True,
+        threshold=threshold,
+        num_perm=permutations,
+        word_ngram=word_ngram,
+        cjk_ngram=cjk_ngram,
+        simhash_distance=simhash_distance,
+    ) as database:
+        render.console.print(f"Database ready at {database.store.path}", highlight=False)
+
+
+@app.command()
+@friendly
+def add(
+    paths: list[Path] = typer.Argument(..., help="Files and folders to index (folders recursively)."),
+    db: Optional[Path] = DbOption,
+    include: list[str] = typer.Option([], "--include", help="Only files matching this glob (repeatable)."),
+    exclude: list[str] = typer.Option([], "--exclude", help="Skip files and folders matching this glob (repeatable)."),
+    threshold: Optional[float] = typer.Option(None, help="Jaccard threshold, for a new database."),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Summary format."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="List skipped files with their reasons."),
+) -> None:
+    """Index files and folders incrementally: unchanged files are skipped, changed ones re-indexed."""
+    with _open(db, create=True, threshold=threshold) as database:
+        with render.progress_bar("Indexing") as progress:
+            summary = database.add(paths, tuple(include), tuple(exclude), progress)
+    if fmt is ListFormat.json:
+        render.write_json(render.add_summary_json(summary))
+    else:
+        render.add_summary(summary, verbose)
+
+
+@app.command()
+@friendly
+def report(
+    db: Optional[Path] = DbOption,
+    fmt: ReportFormat = typer.Option(ReportFormat.table, "--format", help="Output format."),
+    min_size: int = typer.Option(0, "--min-size", help="Only clusters whose documents total at least this many bytes."),
+) -> None:
+    """List duplicate clusters, exact and near, the most reclaimable bytes first."""
+    with _open(db) as database:
+        clusters = database.clusters(min_size=min_size)
+    if fmt is ReportFormat.json:
+        render.write_json([render.cluster_json(c) for c in clusters])
+    elif fmt is ReportFormat.csv:
+        render.report_csv(clusters)
+    else:
+        render.report_table(clusters)
+
+
+@app.command()
+@friendly
+def query(
+    text: Optional[str] = typer.Argument(None, help="The text to look for; '-' reads standard input."),
+    file: Optional[Path] = typer.Option(None, "--file", "-f", help="Read the query text from this file."),
+    db: Optional[Path] = DbOption,
+    threshold: Optional[float] = typer.Option(None, help="Minimum Jaccard similarity [default: the database's]."),
+    top: int = typer.Option(10, "--top", help="At most this many results (0 for all)."),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
+) -> None:
+    """Find stored documents that are near-duplicates of a text, most similar first."""
+    from .sources import decode_file
+
+    if file is not None and text is not None:
+        raise DedupError("give either TEXT or --file, not both")
+    if file is not None:
+        content = decode_file(file)
+    elif text == "-":
+        content = sys.stdin.read()
+    elif text is not None:
+        content = text
+    else:
+        raise DedupError("give a TEXT to look for, '-' for standard input, or --file PATH")
+    with _open(db) as database:
+        if database.store.content_count() == 0:
+            raise DedupError("the database is empty; add documents with 'dedupdb add PATH' first")
+        hits = database.query(content, threshold=threshold, top=top)
+    if fmt is ListFormat.json:
+        render.write_json(render.query_json(hits))
+    else:
+        render.query_table(hits)
+
+
+@app.command()
+@friendly
+def pairs(
+    db: Optional[Path] = DbOption,
+    fmt: PairsFormat = typer.Option(PairsFormat.jsonl, "--format", help="Output format."),
+) -> None:
+    """Every verified near-duplicate pair with its scores, for scripts and evaluation."""
+    with _open(db) as database:
+        if fmt is PairsFormat.csv:
+            render.pairs_csv(database.pairs())
+        else:
+            render.pairs_jsonl(database.pairs())
+
+
+@app.command()
+@friendly
+def stats(
+    db: Optional[Path] = DbOption,
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
+) -> None:
+    """Documents, clusters, reclaimable bytes, database size and settings."""
+    with _open(db) as database:
+        numbers = database.stats()
+    if fmt is ListFormat.json:
+        render.write_json(numbers)
+    else:
+        render.stats_table(numbers)
+
+
+@app.command()
+@friendly
+def reindex(
+    db: Optional[Path] = DbOption,
+    threshold: Optional[float] = typer.Option(None, help="A new Jaccard threshold to rebuild the index for."),
+) -> None:
+    """Rebuild LSH bands, pairs and clusters from the stored signatures (no file is read again)."""
+    with _open(db) as database:
+        with render.progress_bar("Reindexing") as progress:
+            banding = database.reindex(threshold, progress)
+        render.console.print(
+            f"Reindexed at threshold {database.settings.threshold} ({banding.bands} bands x {banding.rows} rows)",
+            highlight=False,
+        )
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,78 @@
+"""Settings, defaults and where things live on disk."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import platformdirs
+
+from .errors import SettingsError
+
+APP_NAME = "dedupdb"
+DB_ENV_VAR = "DEDUPDB_DB"
+DEFAULT_DB_NAME = "dedupdb.sqlite"
+
+# Bumped whenever a change to normalization, tokenizing or hashing would give
+# different signatures for the same text: a database built by another version
+# of the algorithm must be re-indexed rather than silently mixed.
+ALGORITHM_VERSION = 1
+
+
+def default_db_path() -> Path:
+    """The database used when neither --db nor DEDUPDB_DB says otherwise."""
+    env = os.environ.get(DB_ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir(APP_NAME)) / DEFAULT_DB_NAME
+
+
+def cache_dir() -> Path:
+    """Where jieba keeps its dictionary cache (never the working directory)."""
+    return Path(platformdirs.user_cache_dir(APP_NAME))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Parameters fixed when a database is created and recorded in its meta table."""
+
+    threshold: float = 0.5          # Jaccard similarity at or above which two documents are near-duplicates
+    num_perm: int = 128             # MinHash permutations
+    word_ngram: int = 3             # shingle size for space-separated text (words)
+    cjk_ngram: int = 2              # shingle size for CJK text (characters)
+    simhash_distance: int = 3       # Hamming distance for SimHash near-duplicates
+    simhash_min_features: int = 60  # shorter documents are judged by MinHash only
+    sketch_size: int = 256          # bottom-k shingle hashes kept to verify candidates
+    seed: int = 1
+    algorithm: int = ALGORITHM_VERSION
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise SettingsError(f"threshold must be in (0, 1], got {self.threshold}")
+        if not 16 <= self.num_perm <= 1024:
+            raise SettingsError(f"permutations must be between 16 and 1024, got {self.num_perm}")
+        if not 1 <= self.word_ngram <= 10 or not 1 <= self.cjk_ngram <= 10:
+            raise SettingsError("shingle sizes must be between 1 and 10")
+        if not 0 <= self.simhash_distance <= 15:
+            raise SettingsError(f"SimHash distance must be between 0 and 15, got {self.simhash_distance}")
+
+    def to_meta(self) -> dict[str, str]:
+        return {f"setting.{k}": str(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, str]) -> "Settings":
+        values = {}
+        for f in fields(cls):
+            raw = meta.get(f"setting.{f.name}")
+            if raw is not None:
+                values[f.name] = float(raw) if f.type in ("float", float) else int(raw)
+        return cls(**values)
+
+
+# Batch size for the ingest loop: large enough to amortize numpy and SQLite
+# call overhead, small enough that an interrupt loses little work.
+INGEST_BATCH = 1000
+# Files larger than this are not read whole into memory as one document.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+SNIPPET_CHARS = 160

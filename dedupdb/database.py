@@ -1,0 +1,254 @@
+"""The library's front door: open a database, add files, query, list clusters and pairs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+
+from .config import Settings, default_db_path
+from .errors import InputError, SettingsError
+from .fingerprint import Fingerprinter
+from .index import Indexer
+from .lsh import Banding, optimal_banding
+from .minhash import sketch_jaccard
+from .normalize import normalize
+from .pipeline import AddSummary, Ingest, Progress
+from .store import DocumentRow, Store
+from .weights import CorpusIdf
+
+_IDF_BLOB = "corpus_idf"
+_IDF_SAVE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class QueryHit:
+    key: str
+    path: str
+    record: str | None
+    jaccard: float
+    hamming: int | None
+    exact: bool
+    bytes: int
+    snippet: str
+
+
+@dataclass(frozen=True)
+class Member:
+    key: str
+    path: str
+    record: str | None
+    bytes: int
+    mtime_ns: int
+    similarity: float  # Jaccard to the cluster's representative
+    exact: bool        # same normalized text as the representative
+    snippet: str
+
+
+@dataclass(frozen=True)
+class Cluster:
+    id: int
+    members: list[Member]  # the representative first
+    kind: str              # "exact" when every member holds the same text, else "near"
+
+    @property
+    def representative(self) -> Member:
+        return self.members[0]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(m.bytes for m in self.members)
+
+    @property
+    def reclaimable_bytes(self) -> int:
+        """Bytes freed by keeping only the representative."""
+        return self.total_bytes - self.representative.bytes
+
+
+@dataclass(frozen=True)
+class Pair:
+    key_a: str
+    key_b: str
+    jaccard: float
+    hamming: int | None
+
+
+@lru_cache(maxsize=16)
+def _banding(threshold: float, num_perm: int) -> Banding:
+    return optimal_banding(threshold, num_perm)
+
+
+class Database:
+    def __init__(self, store: Store, settings: Settings, banding: Banding) -> None:
+        self.store = store
+        self.settings = settings
+        self.banding = banding
+        meta = store.read_meta()
+        self._idf = CorpusIdf.from_bytes(store.read_blob(_IDF_BLOB), int(meta.get("idf.documents", "0")))
+        self._idf_saved = time.monotonic()
+        self.fingerprinter = Fingerprinter(settings, self._idf)
+        self.indexer = Indexer(store, settings, banding, self.fingerprinter)
+
+    @classmethod
+    def open(cls, path: str | Path | None = None, create: bool = True, **settings: float | int | None) -> "Database":
+        """Open (or with create, make) a database. Settings given here must match those it was created with."""
+        requested = {k: v for k, v in settings.items() if v is not None}
+        unknown = set(requested) - {f.name for f in fields(Settings)}
+        if unknown:
+            raise InputError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        store = Store.open(Path(path) if path else default_db_path(), create=create)
+        try:
+            meta = store.read_meta()
+            if "setting.threshold" in meta:
+                stored = Settings.from_meta(meta)
+                _check_compatible(stored, requested)
+                banding = Banding(int(meta["lsh.bands"]), int(meta["lsh.rows"]))
+                return cls(store, stored, banding)
+            fresh = Settings(**requested)
+            banding = _banding(fresh.threshold, fresh.num_perm)
+            with store.transaction():
+                store.write_meta(
+                    {
+                        **fresh.to_meta(),
+                        "lsh.bands": str(banding.bands),
+                        "lsh.rows": str(banding.rows),
+                        "created_at": str(time.time()),
+                    }
+                )
+            return cls(store, fresh, banding)
+        except BaseException:
+            store.close()
+            raise
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- ingest ----------------------------------------------------------------
+
+    def add(
+        self,
+        paths: list[str | Path],
+        include: tuple[str, ...] = (),
+        exclude: tuple[str, ...] = (),
+        progress: Progress | None = None,
+    ) -> AddSummary:
+        """Index files and folders incrementally; returns what was added, updated, skipped and missing."""
+        if not paths:
+            raise InputError("nothing to add: give at least one file or folder")
+        ingest = Ingest(self.store, self.indexer, self._save_idf)
+        return ingest.run([Path(p).expanduser() for p in paths], tuple(include), tuple(exclude), progress)
+
+    def _save_idf(self, force: bool) -> None:
+        if not self._idf.dirty or (not force and time.monotonic() - self._idf_saved < _IDF_SAVE_SECONDS):
+            return
+        def write() -> None:
+            self.store.write_blob(_IDF_BLOB, self._idf.to_bytes())
+            self.store.write_meta({"idf.documents": str(self._idf.documents)})
+        if self.store.conn.in_transaction:
+            write()
+        else:
+            with self.store.transaction():
+                write()
+        self._idf.dirty = False
+        self._idf_saved = time.monotonic()
+
+    def reindex(self, threshold: float | None = None, progress: Progress | None = None) -> Banding:
+        """Rebuild bands, pairs and clusters from stored signatures, optionally for a new threshold."""
+        settings = self.settings
+        if threshold is not None and threshold != settings.threshold:
+            settings = Settings(**{**{f.name: getattr(settings, f.name) for f in fields(Settings)}, "threshold": threshold})
+        banding = _banding(settings.threshold, settings.num_perm)
+        self.settings, self.banding = settings, banding
+        self.fingerprinter.settings = settings
+        self.indexer = Indexer(self.store, settings, banding, self.fingerprinter)
+        with self.store.transaction():
+            self.store.write_meta({**settings.to_meta(), "lsh.bands": str(banding.bands), "lsh.rows": str(banding.rows)})
+            self.indexer.rebuild(progress)
+        return banding
+
+    # --- questions ---------------------------------------------------------------
+
+    def query(self, text: str, threshold: float | None = None, top: int = 10) -> list[QueryHit]:
+        """Stored documents that are near-duplicates of text, most similar first."""
+        normalized = normalize(text)
+        if not normalized:
+            raise InputError("the query text is empty")
+        fp = self.fingerprinter.one(normalized)
+        if fp.shingles == 0:
+            raise InputError("the query has no words or characters to compare (only punctuation or symbols)")
+        matches = self.indexer.search(fp, threshold)
+        by_content = {m.content_id: m for m in matches}
+        hits = []
+        for doc in self.store.documents_of_contents(list(by_content)):
+            m = by_content[doc.content_id]
+            hits.append(QueryHit(doc.key, doc.path, doc.record, m.jaccard, m.hamming, m.exact, doc.bytes, doc.snippet))
+        hits.sort(key=lambda h: (not h.exact, -h.jaccard, h.hamming if h.hamming is not None else 65, h.key))
+        return hits[:top] if top else hits
+
+    def clusters(self, min_size: int = 0) -> list[Cluster]:
+        """Every group of two or more documents holding the same or nearly the same text, most waste first."""
+        listing = self.store.duplicate_clusters()
+        docs = self.store.cluster_documents([c for c, _, _ in listing])
+        by_cluster: dict[int, list[DocumentRow]] = {}
+        for doc in docs:
+            by_cluster.setdefault(doc.cluster, []).append(doc)
+        content_ids = sorted({d.content_id for d in docs})
+        sketches = {cid: row.sketch for cid, row in self.store.contents(content_ids).items()}
+        out = []
+        for cluster_id, members in by_cluster.items():
+            members.sort(key=lambda d: (d.content_id != cluster_id, d.mtime_ns, d.key))
+            rep = members[0]
+            built = []
+            for d in members:
+                same = d.content_id == rep.content_id
+                similarity = 1.0 if same else round(
+                    sketch_jaccard(sketches[rep.content_id], sketches[d.content_id], self.settings.sketch_size), 4
+                )
+                built.append(Member(d.key, d.path, d.record, d.bytes, d.mtime_ns, similarity, same, d.snippet))
+            kind = "exact" if all(m.exact for m in built) else "near"
+            cluster = Cluster(cluster_id, built, kind)
+            if cluster.total_bytes >= min_size:
+                out.append(cluster)
+        out.sort(key=lambda c: (-c.reclaimable_bytes, -len(c.members), c.representative.key))
+        return out
+
+    def pairs(self) -> Iterator[Pair]:
+        """Every verified near-duplicate pair between distinct texts, highest similarity first."""
+        for key_a, key_b, jaccard, hamming, _, _ in self.store.iter_pairs():
+            yield Pair(key_a, key_b, jaccard, hamming)
+
+    def stats(self) -> dict:
+        counts = self.store.counts()
+        clusters = self.clusters()
+        return {
+            "database": str(self.store.path),
+            **counts,
+            "clusters": len(clusters),
+            "exact_clusters": sum(1 for c in clusters if c.kind == "exact"),
+            "near_clusters": sum(1 for c in clusters if c.kind == "near"),
+            "reclaimable_bytes": sum(c.reclaimable_bytes for c in clusters),
+            "database_bytes": self.store.size_bytes(),
+            "settings": {f.name: getattr(self.settings, f.name) for f in fields(Settings)},
+            "lsh": {"bands": self.banding.bands, "rows": self.banding.rows},
+        }
+
+
+def _check_compatible(stored: Settings, requested: dict) -> None:
+    for name, value in requested.items():
+        have = getattr(stored, name)
+        if float(have) != float(value):
+            hint = (
+                f"run 'dedupdb reindex --threshold {value}' to rebuild for it"
+                if name == "threshold"
+                else "use a new --db for different settings"
+            )
+            raise SettingsError(f"this database was created with {name}={have}, not {value}; {hint}")
+

@@ -1,0 +1,43 @@
+"""Stable, process-independent hashing primitives shared by the signature modules.
+
+Python's hash() is salted per process, so everything here is built on xxhash
+and fixed constants: the same text gives the same numbers on every run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xxhash
+
+_FMIX_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_FMIX_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+
+
+def fmix64(x: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finalizer: spreads every input bit over every output bit (uint64 in, uint64 out)."""
+    x = x ^ (x >> _S33)
+    x *= _FMIX_C1
+    x ^= x >> _S33
+    x *= _FMIX_C2
+    x ^= x >> _S33
+    return x
+
+
+def content_hash(normalized_text: str) -> bytes:
+    """128-bit digest of normalized text: equal digests mean exact duplicates."""
+    return xxhash.xxh3_128_digest(normalized_text.encode("utf-8"))
+
+
+def bytes_hash(data: bytes) -> str:
+    """Digest of a file's raw bytes, used to skip unchanged files cheaply."""
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+def to_signed64(value: int) -> int:
+    """SQLite stores INTEGER as signed 64-bit: map an unsigned 64-bit value onto that range."""
+    return value - (1 << 64) if value >= (1 << 63) else value
+
+
+def to_unsigned64(value: int) -> int:
+    return value + (1 << 64) if value < 0 else value

@@ -1,0 +1,211 @@
+"""Keeps the store's indexes, pairs and clusters right as documents arrive, change and vanish.
+
+Every method here runs inside the caller's transaction: a batch is applied
+whole or not at all.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cluster import components
+from .config import Settings
+from .fingerprint import Fingerprint, Fingerprinter
+from .hashing import content_hash, to_unsigned64
+from .lsh import Banding, band_keys
+from .simhash import block_keys
+from .store import ContentRow, Store
+from .verify import Signature, Verdict, judge
+
+
+@dataclass(frozen=True)
+class NewDocument:
+    key: str
+    file_id: int
+    record: str | None
+    text: str          # normalized
+    bytes: int
+    mtime_ns: int
+    snippet: str
+
+
+@dataclass(frozen=True)
+class Match:
+    content_id: int
+    jaccard: float
+    hamming: int | None
+    exact: bool
+
+
+class Indexer:
+    def __init__(self, store: Store, settings: Settings, banding: Banding, fingerprinter: Fingerprinter) -> None:
+        self.store = store
+        self.settings = settings
+        self.banding = banding
+        self.fingerprinter = fingerprinter
+
+    # --- index rows of one content ---------------------------------------------
+
+    def _band_rows(self, content_id: int, minhash: np.ndarray) -> list[tuple[int, int, int]]:
+        keys = band_keys(minhash[None, :], self.banding)[0]
+        return [(band, int(key), content_id) for band, key in enumerate(keys)]
+
+    def _block_rows(self, content_id: int, simhash: int | None) -> list[tuple[int, int, int]]:
+        if simhash is None:
+            return []
+        return [(i, v, content_id) for i, v in enumerate(block_keys(simhash, self.settings.simhash_distance))]
+
+    def _index_rows(self, content_id: int, shingles: int, minhash: np.ndarray, simhash: int | None):
+        bands = self._band_rows(content_id, minhash) if shingles else []
+        return bands, self._block_rows(content_id, simhash)
+
+    # --- adding ------------------------------------------------------------------
+
+    def add_documents(self, documents: list[NewDocument]) -> int:
+        """Store documents, fingerprinting each distinct new text once; returns how many new contents."""
+        if not documents:
+            return 0
+        hashes = [content_hash(d.text) for d in documents]
+        known = self.store.content_ids_by_hash(list(set(hashes)))
+        fresh_texts: dict[bytes, str] = {}
+        for h, d in zip(hashes, documents):
+            if h not in known and h not in fresh_texts:
+                fresh_texts[h] = d.text
+        fingerprints = self.fingerprinter.batch(list(fresh_texts.values()))
+        new_ids: dict[int, Fingerprint] = {}
+        band_rows, block_rows = [], []
+        for fp in fingerprints:
+            content_id = self.store.insert_content(fp)
+            known[fp.content_hash] = content_id
+            new_ids[content_id] = fp
+            bands, blocks = self._index_rows(content_id, fp.shingles, fp.minhash, fp.simhash)
+            band_rows += bands
+            block_rows += blocks
+        self.store.insert_bands(band_rows)
+        self.store.insert_blocks(block_rows)
+        self.store.insert_documents(
+            [(d.key, d.file_id, d.record, known[h], d.bytes, d.mtime_ns, d.snippet) for h, d in zip(hashes, documents)]
+        )
+        self.store.change_document_counts(dict(Counter(known[h] for h in hashes)))
+        self._link(new_ids, band_rows, block_rows)
+        return len(new_ids)
+
+    def _link(self, new: dict[int, Fingerprint], band_rows, block_rows) -> None:
+        """Verify the candidates of new contents, store the pairs and merge their clusters."""
+        candidates = set()
+        for table, rows in (("lsh_bands", band_rows), ("simhash_blocks", block_rows)):
+            for probe, other in self.store.matching_rows(table, rows):
+                candidates.add((min(probe, other), max(probe, other)))
+        if not candidates:
+            return
+        signatures = {cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()}
+        missing = {c for pair in candidates for c in pair if c not in signatures}
+        signatures.update((cid, _signature(row)) for cid, row in self.store.contents(missing).items())
+        pairs = []
+        for a, b in sorted(candidates):
+            verdict = self._judge(signatures[a], signatures[b])
+            if verdict.duplicate:
+                pairs.append((a, b, verdict.jaccard, verdict.hamming))
+        self.store.insert_pairs(pairs)
+        self._merge_clusters([(a, b) for a, b, _, _ in pairs])
+
+    def _judge(self, a: Signature, b: Signature) -> Verdict:
+        s = self.settings
+        return judge(a, b, s.threshold, s.simhash_distance, s.sketch_size)
+
+    def _merge_clusters(self, edges: list[tuple[int, int]]) -> None:
+        if not edges:
+            return
+        cluster_of = self.store.clusters_of(sorted({c for e in edges for c in e}))
+        labels = components(cluster_of.values(), [(cluster_of[a], cluster_of[b]) for a, b in edges])
+        self.store.relabel_clusters({old: new for old, new in labels.items() if old != new})
+
+    # --- removing ----------------------------------------------------------------
+
+    def remove_documents(self, documents: list[tuple[int, int]]) -> None:
+        """Forget (document id, content id) pairs; a content no document holds leaves the index,
+        and the cluster it belonged to is split into what is still connected."""
+        if not documents:
+            return
+        self.store.delete_documents([d for d, _ in documents])
+        orphans = self.store.change_document_counts(_negative_counts(documents))
+        if not orphans:
+            return
+        rows = self.store.contents(orphans)
+        affected = {row.cluster for row in rows.values()}
+        band_rows, block_rows = [], []
+        for row in rows.values():
+            bands, blocks = self._index_rows(row.id, row.shingles, row.minhash, _unsigned(row.simhash))
+            band_rows += bands
+            block_rows += blocks
+        self.store.delete_bands(band_rows)
+        self.store.delete_blocks(block_rows)
+        for content_id in orphans:
+            self.store.delete_content(content_id)
+        for cluster in affected:
+            members = self.store.cluster_members(cluster)
+            if members:
+                labels = components(members, self.store.pairs_among(members))
+                self.store.set_clusters({m: c for m, c in labels.items() if c != cluster})
+
+    # --- rebuilding --------------------------------------------------------------
+
+    def rebuild(self, progress=None) -> None:
+        """Recompute index rows, pairs and clusters from the stored signatures (after a banding change)."""
+        self.store.clear_index()
+        ids = self.store.all_content_ids()
+        for start in range(0, len(ids), 2000):
+            rows = self.store.contents(ids[start : start + 2000])
+            band_rows, block_rows = [], []
+            for row in rows.values():
+                bands, blocks = self._index_rows(row.id, row.shingles, row.minhash, _unsigned(row.simhash))
+                band_rows += bands
+                block_rows += blocks
+            self.store.insert_bands(band_rows)
+            self.store.insert_blocks(block_rows)
+            new = {
+                row.id: Fingerprint(b"", row.chars, row.shingles, row.minhash, row.sketch, _unsigned(row.simhash))
+                for row in rows.values()
+            }
+            self._link(new, band_rows, block_rows)
+            if progress:
+                progress(len(rows))
+
+    # --- searching ---------------------------------------------------------------
+
+    def search(self, fp: Fingerprint, threshold: float | None = None) -> list[Match]:
+        """Stored contents that are near-duplicates of a fingerprint, best first."""
+        exact = self.store.content_ids_by_hash([fp.content_hash]).get(fp.content_hash)
+        slots_bands = [(b, k) for b, k, _ in self._band_rows(0, fp.minhash)] if fp.shingles else []
+        slots_blocks = [(b, v) for b, v, _ in self._block_rows(0, fp.simhash)]
+        candidates = self.store.lookup("lsh_bands", slots_bands) | self.store.lookup("simhash_blocks", slots_blocks)
+        candidates.discard(exact)
+        mine = Signature(fp.sketch, fp.simhash)
+        s = self.settings
+        limit = s.threshold if threshold is None else threshold
+        matches = [Match(exact, 1.0, 0 if fp.simhash is not None else None, True)] if exact else []
+        for cid, row in self.store.contents(candidates).items():
+            verdict = judge(mine, _signature(row), limit, s.simhash_distance, s.sketch_size)
+            if verdict.duplicate:
+                matches.append(Match(cid, verdict.jaccard, verdict.hamming, False))
+        matches.sort(key=lambda m: (-m.jaccard, m.hamming if m.hamming is not None else 65, m.content_id))
+        return matches
+
+
+def _unsigned(value: int | None) -> int | None:
+    return None if value is None else to_unsigned64(value)
+
+
+def _signature(row: ContentRow) -> Signature:
+    return Signature(row.sketch, _unsigned(row.simhash))
+
+
+def _negative_counts(documents: list[tuple[int, int]]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for _, content_id in documents:
+        counts[content_id] = counts.get(content_id, 0) - 1
+    return counts
+

@@ -1,0 +1,69 @@
+"""Applies migrations/NNNN_name.sql in order, each in its own transaction, tracked by PRAGMA user_version."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DatabaseError
+
+_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    path: Path
+
+
+def migrations_dir() -> Path:
+    """Inside the wheel the SQL files ship as dedupdb/migrations; an editable install reads the source tree."""
+    packaged = Path(__file__).with_name("migrations")
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "migrations"
+
+
+def available(directory: Path | None = None) -> list[Migration]:
+    directory = directory or migrations_dir()
+    found = []
+    for path in sorted(directory.glob("*.sql")):
+        match = _NAME.match(path.name)
+        if match:
+            found.append(Migration(int(match.group(1)), path))
+    versions = [m.version for m in found]
+    if versions != list(range(1, len(versions) + 1)):
+        raise DatabaseError(f"migrations in {directory} are not numbered 0001, 0002, ... without gaps")
+    return found
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def check_not_newer(conn: sqlite3.Connection, migrations: list[Migration], where: str) -> None:
+    current, latest = schema_version(conn), len(migrations)
+    if current > latest:
+        raise DatabaseError(
+            f"{where} has schema version {current}, newer than this dedupdb understands ({latest}); "
+            "upgrade dedupdb to use it"
+        )
+
+
+def apply(conn: sqlite3.Connection, migrations: list[Migration]) -> int:
+    """Bring the schema up to date; returns the number of migrations applied."""
+    applied = 0
+    for migration in migrations:
+        if migration.version <= schema_version(conn):
+            continue
+        script = migration.path.read_text("utf-8")
+        try:
+            conn.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {migration.version};\nCOMMIT;")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise DatabaseError(f"migration {migration.path.name} failed: {exc}") from None
+        applied += 1
+    return applied

@@ -1,0 +1,190 @@
+"""Everything the user sees: rich tables, trees and progress bars; JSON, JSON Lines and CSV writers."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterable
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import datetime
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.tree import Tree
+
+from .database import Cluster, Pair, QueryHit
+from .pipeline import AddSummary
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1024 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def _when(mtime_ns: int) -> str:
+    return datetime.fromtimestamp(mtime_ns / 1e9).strftime("%Y-%m-%d %H:%M")
+
+
+def write_json(data, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    json.dump(data, out, ensure_ascii=False, indent=2)
+    out.write("\n")
+
+
+@contextmanager
+def progress_bar(description: str):
+    """A callback (done, total) that draws a bar on a terminal and does nothing when output is piped."""
+    if not err_console.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+# --- add ---------------------------------------------------------------------
+
+
+def add_summary_json(summary: AddSummary) -> dict:
+    return {
+        **summary.counts(),
+        "new_texts": summary.new_contents,
+        "seconds": round(summary.seconds, 3),
+        "bytes_read": summary.bytes_read,
+        "missing_paths": summary.missing,
+        "skipped_paths": [{"path": p, "reason": r} for p, r in summary.skipped],
+        "failed_paths": [{"path": p, "reason": r} for p, r in summary.failed],
+    }
+
+
+def add_summary(summary: AddSummary, verbose: bool = False) -> None:
+    for path, reason in summary.failed:
+        err_console.print(f"[red]failed[/red] {path}: {reason}", highlight=False)
+    if verbose:
+        for path, reason in summary.skipped:
+            console.print(f"[dim]skipped[/dim] {path}: {reason}", highlight=False)
+    for path in summary.missing:
+        console.print(f"[yellow]missing[/yellow] {path}", highlight=False)
+    counts = summary.counts()
+    parts = [f"{name} {count}" for name, count in counts.items()]
+    console.print(", ".join(parts) + f" in {summary.seconds:.1f}s", highlight=False)
+
+
+# --- report ------------------------------------------------------------------
+
+
+def cluster_json(cluster: Cluster) -> dict:
+    return {
+        "cluster": cluster.id,
+        "kind": cluster.kind,
+        "documents": len(cluster.members),
+        "total_bytes": cluster.total_bytes,
+        "reclaimable_bytes": cluster.reclaimable_bytes,
+        "members": [
+            {
+                "key": m.key,
+                "path": m.path,
+                "record": m.record,
+                "bytes": m.bytes,
+                "mtime": datetime.fromtimestamp(m.mtime_ns / 1e9).isoformat(timespec="seconds"),
+                "similarity": m.similarity,
+                "exact": m.exact,
+                "representative": i == 0,
+            }
+            for i, m in enumerate(cluster.members)
+        ],
+    }
+
+
+def report_table(clusters: list[Cluster]) -> None:
+    if not clusters:
+        console.print("No duplicates found.")
+        return
+    for cluster in clusters:
+        rep = cluster.representative
+        title = (
+            f"[bold]{cluster.kind} cluster {cluster.id}[/bold] · {len(cluster.members)} documents · "
+            f"{human_bytes(cluster.reclaimable_bytes)} reclaimable"
+        )
+        tree = Tree(title, highlight=False)
+        tree.add(f"[green]keep[/green] {rep.key}  [dim]{human_bytes(rep.bytes)} · {_when(rep.mtime_ns)}[/dim]")
+        for m in cluster.members[1:]:
+            label = "exact" if m.exact else f"{m.similarity:.2f}"
+            tree.add(f"[cyan]{label:>5}[/cyan] {m.key}  [dim]{human_bytes(m.bytes)} · {_when(m.mtime_ns)}[/dim]")
+        console.print(tree)
+    total = sum(c.reclaimable_bytes for c in clusters)
+    console.print(f"{len(clusters)} clusters, {human_bytes(total)} reclaimable", highlight=False)
+
+
+def report_csv(clusters: list[Cluster], out: TextIO | None = None) -> None:
+    writer = csv.writer(out or sys.stdout)
+    writer.writerow(["cluster", "kind", "representative", "key", "path", "bytes", "mtime", "similarity", "exact"])
+    for cluster in clusters:
+        for i, m in enumerate(cluster.members):
+            when = datetime.fromtimestamp(m.mtime_ns / 1e9).isoformat(timespec="seconds")
+            writer.writerow([cluster.id, cluster.kind, int(i == 0), m.key, m.path, m.bytes, when, m.similarity, int(m.exact)])
+
+
+# --- query and pairs -----------------------------------------------------------
+
+
+def query_table(hits: list[QueryHit]) -> None:
+    if not hits:
+        console.print("No near-duplicates found.")
+        return
+    table = Table("jaccard", "hamming", "key", "snippet", highlight=False)
+    for h in hits:
+        table.add_row(
+            "exact" if h.exact else f"{h.jaccard:.3f}",
+            "" if h.hamming is None else str(h.hamming),
+            h.key,
+            h.snippet[:80],
+        )
+    console.print(table)
+
+
+def query_json(hits: list[QueryHit]) -> list[dict]:
+    return [asdict(h) for h in hits]
+
+
+def pairs_jsonl(pairs: Iterable[Pair], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    for p in pairs:
+        out.write(json.dumps(asdict(p), ensure_ascii=False) + "\n")
+
+
+def pairs_csv(pairs: Iterable[Pair], out: TextIO | None = None) -> None:
+    writer = csv.writer(out or sys.stdout)
+    writer.writerow(["key_a", "key_b", "jaccard", "hamming"])
+    for p in pairs:
+        writer.writerow([p.key_a, p.key_b, p.jaccard, "" if p.hamming is None else p.hamming])
+
+
+# --- stats -------------------------------------------------------------------
+
+
+def stats_table(stats: dict) -> None:
+    table = Table("", "", show_header=False, highlight=False)
+    for name, value in stats.items():
+        if name.endswith("bytes"):
+            value = f"{human_bytes(value)} ({value})"
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items())
+        table.add_row(name.replace("_", " "), str(value))
+    console.print(table)

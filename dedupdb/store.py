@@ -1,0 +1,422 @@
+"""The only module that speaks SQL: one SQLite file holds files, documents, contents, index rows and pairs."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import sqlite_utils
+
+from . import migrate
+from .errors import DatabaseError
+
+_CHUNK = 500  # bound on SQL variables per statement
+
+
+def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _marks(count: int) -> str:
+    return ",".join("?" * count)
+
+
+@dataclass(frozen=True)
+class FileRow:
+    id: int
+    path: str
+    size: int
+    mtime_ns: int
+    digest: str
+    status: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class ContentRow:
+    id: int
+    chars: int
+    shingles: int
+    minhash: np.ndarray
+    sketch: np.ndarray
+    simhash: int | None
+    cluster: int
+    documents: int
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    id: int
+    key: str
+    path: str
+    record: str | None
+    content_id: int
+    bytes: int
+    mtime_ns: int
+    snippet: str
+    cluster: int
+
+
+def _array(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype="<u4").astype(np.uint32)
+
+
+def _blob(values: np.ndarray) -> bytes:
+    return values.astype("<u4").tobytes()
+
+
+class Store:
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+        self.db = sqlite_utils.Database(conn)
+
+    # --- opening -------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path, create: bool = True) -> "Store":
+        path = Path(path).expanduser()
+        if not path.exists():
+            if not create:
+                raise DatabaseError(f"no database at {path}; run 'dedupdb add PATH' (or 'dedupdb init') first")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise DatabaseError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
+        elif path.is_dir():
+            raise DatabaseError(f"{path} is a directory, not a database file")
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=10.0, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"cannot open {path}: {exc}") from None
+        try:
+            migrations = migrate.available()
+            # Read the version before anything writes: a newer database is left untouched.
+            migrate.check_not_newer(conn, migrations, str(path))
+            conn.execute("PRAGMA busy_timeout = 10000")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            migrate.apply(conn, migrations)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise DatabaseError(_explain(path, exc)) from None
+        except DatabaseError:
+            conn.close()
+            raise
+        return cls(conn, path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All or nothing: an exception (or Ctrl-C) rolls the whole block back."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise DatabaseError(_explain(self.path, exc)) from None
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    def _q(self, sql: str, params: Iterable = ()) -> sqlite3.Cursor:
+        try:
+            return self.conn.execute(sql, tuple(params))
+        except sqlite3.OperationalError as exc:
+            raise DatabaseError(_explain(self.path, exc)) from None
+
+    # --- meta and blobs ------------------------------------------------------
+
+    def read_meta(self) -> dict[str, str]:
+        return dict(self._q("SELECT key, value FROM meta").fetchall())
+
+    def write_meta(self, values: dict[str, str]) -> None:
+        self.conn.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            list(values.items()),
+        )
+
+    def read_blob(self, name: str) -> bytes | None:
+        row = self._q("SELECT data FROM blobs WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
+
+    def write_blob(self, name: str, data: bytes) -> None:
+        self.conn.execute(
+            "INSERT INTO blobs (name, data) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET data = excluded.data",
+            (name, data),
+        )
+
+    # --- files ---------------------------------------------------------------
+
+    def file_by_path(self, path: str) -> FileRow | None:
+        row = self._q(
+            "SELECT id, path, size, mtime_ns, digest, status, kind FROM files WHERE path = ?", (path,)
+        ).fetchone()
+        return FileRow(*row) if row else None
+
+    def files_under(self, root: str) -> list[FileRow]:
+        """Files recorded at root or below it (a path-prefix range scan on the unique index)."""
+        prefix = root.rstrip("/") + "/"
+        rows = self._q(
+            "SELECT id, path, size, mtime_ns, digest, status, kind FROM files "
+            "WHERE path = ? OR (path >= ? AND path < ?)",
+            (root, prefix, prefix[:-1] + "0"),
+        ).fetchall()
+        return [FileRow(*r) for r in rows]
+
+    def save_file(self, path: str, size: int, mtime_ns: int, digest: str, status: str, kind: str = "file") -> int:
+        self.conn.execute(
+            "INSERT INTO files (path, size, mtime_ns, digest, status, kind, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+            "digest = excluded.digest, status = excluded.status, kind = excluded.kind, indexed_at = excluded.indexed_at",
+            (path, size, mtime_ns, digest, status, kind, time.time()),
+        )
+        return self.conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()[0]
+
+    def touch_file(self, file_id: int, size: int, mtime_ns: int) -> None:
+        self.conn.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, file_id))
+        self.conn.execute("UPDATE documents SET mtime_ns = ? WHERE file_id = ?", (mtime_ns, file_id))
+
+    def set_file_status(self, file_id: int, status: str) -> None:
+        self.conn.execute("UPDATE files SET status = ? WHERE id = ?", (status, file_id))
+
+    # --- documents -----------------------------------------------------------
+
+    def documents_of_file(self, file_id: int) -> list[tuple[int, int]]:
+        """(document id, content id) of every document a file holds."""
+        return self._q("SELECT id, content_id FROM documents WHERE file_id = ?", (file_id,)).fetchall()
+
+    def delete_documents(self, document_ids: list[int]) -> None:
+        for chunk in _chunks(document_ids):
+            self.conn.execute(f"DELETE FROM documents WHERE id IN ({_marks(len(chunk))})", chunk)
+
+    def insert_documents(self, rows: list[tuple]) -> None:
+        """rows: (key, file_id, record, content_id, bytes, mtime_ns, snippet)."""
+        self.conn.executemany(
+            "INSERT INTO documents (key, file_id, record, content_id, bytes, mtime_ns, snippet) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+    _DOCUMENT_SELECT = (
+        "SELECT d.id, d.key, f.path, d.record, d.content_id, d.bytes, d.mtime_ns, d.snippet, c.cluster "
+        "FROM documents d JOIN files f ON f.id = d.file_id JOIN contents c ON c.id = d.content_id "
+    )
+
+    def documents_of_contents(self, content_ids: list[int]) -> list[DocumentRow]:
+        out = []
+        for chunk in _chunks(content_ids):
+            rows = self._q(
+                self._DOCUMENT_SELECT + f"WHERE d.content_id IN ({_marks(len(chunk))}) ORDER BY d.key", chunk
+            ).fetchall()
+            out.extend(DocumentRow(*r) for r in rows)
+        return out
+
+    # --- contents ------------------------------------------------------------
+
+    def content_ids_by_hash(self, hashes: list[bytes]) -> dict[bytes, int]:
+        found: dict[bytes, int] = {}
+        for chunk in _chunks(hashes):
+            rows = self._q(f"SELECT hash, id FROM contents WHERE hash IN ({_marks(len(chunk))})", chunk)
+            found.update(rows.fetchall())
+        return found
+
+    def insert_content(self, fp) -> int:
+        cursor = self.conn.execute(
+            "INSERT INTO contents (hash, chars, shingles, minhash, sketch, simhash, cluster, documents) "
+            "VALUES (?, ?, ?, ?, ?, ?, 0, 0)",
+            (fp.content_hash, fp.chars, fp.shingles, _blob(fp.minhash), _blob(fp.sketch), fp.simhash_signed),
+        )
+        content_id = cursor.lastrowid
+        self.conn.execute("UPDATE contents SET cluster = id WHERE id = ?", (content_id,))
+        return content_id
+
+    def change_document_counts(self, deltas: dict[int, int]) -> list[int]:
+        """Apply per-content document count changes; returns the contents no document holds any more."""
+        self.conn.executemany(
+            "UPDATE contents SET documents = documents + ? WHERE id = ?", [(d, c) for c, d in deltas.items()]
+        )
+        orphans = []
+        for chunk in _chunks(list(deltas)):
+            rows = self.conn.execute(
+                f"SELECT id FROM contents WHERE documents <= 0 AND id IN ({_marks(len(chunk))})", chunk
+            )
+            orphans.extend(r[0] for r in rows)
+        return orphans
+
+    def contents(self, content_ids: Iterable[int]) -> dict[int, ContentRow]:
+        ids = list(content_ids)
+        out: dict[int, ContentRow] = {}
+        for chunk in _chunks(ids):
+            rows = self._q(
+                "SELECT id, chars, shingles, minhash, sketch, simhash, cluster, documents FROM contents "
+                f"WHERE id IN ({_marks(len(chunk))})",
+                chunk,
+            )
+            for r in rows:
+                out[r[0]] = ContentRow(r[0], r[1], r[2], _array(r[3]), _array(r[4]), r[5], r[6], r[7])
+        return out
+
+    def delete_content(self, content_id: int) -> None:
+        self.conn.execute("DELETE FROM contents WHERE id = ?", (content_id,))
+
+    def all_content_ids(self) -> list[int]:
+        return [r[0] for r in self._q("SELECT id FROM contents ORDER BY id")]
+
+    def content_count(self) -> int:
+        return self._q("SELECT count(*) FROM contents").fetchone()[0]
+
+    # --- index rows ----------------------------------------------------------
+
+    def insert_bands(self, rows: list[tuple[int, int, int]]) -> None:
+        """rows: (band, key, content_id)."""
+        self.conn.executemany("INSERT OR IGNORE INTO lsh_bands (band, key, content_id) VALUES (?, ?, ?)", rows)
+
+    def delete_bands(self, rows: list[tuple[int, int, int]]) -> None:
+        self.conn.executemany("DELETE FROM lsh_bands WHERE band = ? AND key = ? AND content_id = ?", rows)
+
+    def insert_blocks(self, rows: list[tuple[int, int, int]]) -> None:
+        """rows: (block, value, content_id)."""
+        self.conn.executemany("INSERT OR IGNORE INTO simhash_blocks (block, value, content_id) VALUES (?, ?, ?)", rows)
+
+    def delete_blocks(self, rows: list[tuple[int, int, int]]) -> None:
+        self.conn.executemany("DELETE FROM simhash_blocks WHERE block = ? AND value = ? AND content_id = ?", rows)
+
+    def clear_index(self) -> None:
+        self.conn.execute("DELETE FROM lsh_bands")
+        self.conn.execute("DELETE FROM simhash_blocks")
+        self.conn.execute("DELETE FROM pairs")
+        self.conn.execute("UPDATE contents SET cluster = id")
+
+    def matching_rows(self, table: str, rows: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+        """(probe id, stored content id) for every stored row sharing (band, key) or (block, value) with a probe row."""
+        if table == "lsh_bands":
+            columns = ("band", "key")
+        elif table == "simhash_blocks":
+            columns = ("block", "value")
+        else:
+            raise ValueError(table)
+        if not rows:
+            return []
+        self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS probe (slot INTEGER, value INTEGER, probe_id INTEGER)")
+        self.conn.execute("DELETE FROM temp.probe")
+        self.conn.executemany("INSERT INTO temp.probe (slot, value, probe_id) VALUES (?, ?, ?)", rows)
+        found = self.conn.execute(
+            f"SELECT DISTINCT p.probe_id, t.content_id FROM temp.probe p CROSS JOIN {table} t "
+            f"ON t.{columns[0]} = p.slot AND t.{columns[1]} = p.value WHERE t.content_id != p.probe_id"
+        ).fetchall()
+        self.conn.execute("DELETE FROM temp.probe")
+        return found
+
+    def lookup(self, table: str, rows: list[tuple[int, int]]) -> set[int]:
+        """Content ids under any of the given (band, key) or (block, value) slots: one index probe each."""
+        columns = ("band", "key") if table == "lsh_bands" else ("block", "value")
+        sql = f"SELECT content_id FROM {table} WHERE {columns[0]} = ? AND {columns[1]} = ?"
+        found: set[int] = set()
+        for slot, value in rows:
+            found.update(r[0] for r in self._q(sql, (slot, value)))
+        return found
+
+    # --- pairs ---------------------------------------------------------------
+
+    def insert_pairs(self, rows: list[tuple[int, int, float, int | None]]) -> None:
+        """rows: (a, b, jaccard, hamming) with a < b."""
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO pairs (a, b, jaccard, hamming) VALUES (?, ?, ?, ?)", rows
+        )
+
+    def pairs_among(self, content_ids: list[int]) -> list[tuple[int, int]]:
+        members = set(content_ids)
+        edges = []
+        for chunk in _chunks(content_ids):
+            rows = self.conn.execute(f"SELECT a, b FROM pairs WHERE a IN ({_marks(len(chunk))})", chunk)
+            edges.extend((a, b) for a, b in rows if b in members)
+        return edges
+
+    def iter_pairs(self) -> Iterator[tuple]:
+        """Every verified pair with both sides' first document key: (key_a, key_b, jaccard, hamming, a, b)."""
+        yield from self._q(
+            "SELECT (SELECT min(key) FROM documents WHERE content_id = p.a), "
+            "(SELECT min(key) FROM documents WHERE content_id = p.b), p.jaccard, p.hamming, p.a, p.b "
+            "FROM pairs p ORDER BY p.jaccard DESC, p.a, p.b"
+        )
+
+    def pair_scores(self, content_ids: list[int]) -> dict[tuple[int, int], tuple[float, int | None]]:
+        members = set(content_ids)
+        out = {}
+        for chunk in _chunks(content_ids):
+            rows = self._q(f"SELECT a, b, jaccard, hamming FROM pairs WHERE a IN ({_marks(len(chunk))})", chunk)
+            out.update(((a, b), (j, h)) for a, b, j, h in rows if b in members)
+        return out
+
+    # --- clusters ------------------------------------------------------------
+
+    def cluster_members(self, cluster: int) -> list[int]:
+        return [r[0] for r in self.conn.execute("SELECT id FROM contents WHERE cluster = ?", (cluster,))]
+
+    def clusters_of(self, content_ids: list[int]) -> dict[int, int]:
+        out = {}
+        for chunk in _chunks(content_ids):
+            rows = self.conn.execute(f"SELECT id, cluster FROM contents WHERE id IN ({_marks(len(chunk))})", chunk)
+            out.update(rows.fetchall())
+        return out
+
+    def relabel_clusters(self, mapping: dict[int, int]) -> None:
+        """Move every content of cluster old to cluster new."""
+        self.conn.executemany("UPDATE contents SET cluster = ? WHERE cluster = ?", [(n, o) for o, n in mapping.items()])
+
+    def set_clusters(self, assignment: dict[int, int]) -> None:
+        """Set the cluster of individual contents."""
+        self.conn.executemany("UPDATE contents SET cluster = ? WHERE id = ?", [(c, i) for i, c in assignment.items()])
+
+    def duplicate_clusters(self) -> list[tuple[int, int, int]]:
+        """(cluster, documents, contents) of every cluster holding two documents or more."""
+        return self._q(
+            "SELECT cluster, sum(documents), count(*) FROM contents GROUP BY cluster HAVING sum(documents) >= 2"
+        ).fetchall()
+
+    def cluster_documents(self, clusters: list[int]) -> list[DocumentRow]:
+        out = []
+        for chunk in _chunks(clusters):
+            rows = self._q(self._DOCUMENT_SELECT + f"WHERE c.cluster IN ({_marks(len(chunk))})", chunk).fetchall()
+            out.extend(DocumentRow(*r) for r in rows)
+        return out
+
+    # --- statistics ----------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        q = lambda sql: self._q(sql).fetchone()[0]  # noqa: E731
+        return {
+            "documents": q("SELECT count(*) FROM documents"),
+            "contents": q("SELECT count(*) FROM contents"),
+            "files": q("SELECT count(*) FROM files WHERE status != 'missing'"),
+            "missing_files": q("SELECT count(*) FROM files WHERE status = 'missing'"),
+            "pairs": q("SELECT count(*) FROM pairs"),
+        }
+
+    def size_bytes(self) -> int:
+        page_count = self._q("PRAGMA page_count").fetchone()[0]
+        page_size = self._q("PRAGMA page_size").fetchone()[0]
+        return page_count * page_size
+
+
+def _explain(path: Path, exc: sqlite3.Error) -> str:
+    message = str(exc)
+    if "locked" in message or "busy" in message:
+        return f"{path} is locked by another process; try again when it is done"
+    if "not a database" in message or "malformed" in message or "corrupt" in message:
+        return f"{path} is not a dedupdb database or is corrupt ({message})"
+    if "readonly" in message or "unable to open" in message:
+        return f"cannot write {path} ({message})"
+    return f"{path}: {message}"

@@ -1,0 +1,132 @@
+"""Tokenizers and shingling.
+
+One token stream serves every script: each CJK character is a token of its
+own (Chinese needs no segmentation for shingles), every other run of letters
+and digits is a word token, and punctuation is dropped. A document whose
+tokens are mostly CJK characters is shingled with character n-grams, any other
+with word n-grams, so mixed text is handled by its dominant script.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import xxhash
+
+from .config import cache_dir
+from .hashing import fmix64
+
+_CJK = (
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\U00020000-\U0002ffff"  # CJK extensions
+)
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
+_IS_CJK = re.compile(rf"[{_CJK}]")
+_JIEBA_WORD = re.compile(rf"[{_CJK}\w]")
+
+_TOKEN_SEED = 0x5EED
+_NGRAM_MULT = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplication is a bijection mod 2**64
+_S32 = np.uint64(32)
+_CACHE_LIMIT = 2_000_000
+
+
+@dataclass(frozen=True)
+class TokenStream:
+    tokens: list[str]
+    hashes: np.ndarray  # uint64, one per token
+    cjk_tokens: int
+
+    @property
+    def is_cjk(self) -> bool:
+        return bool(self.tokens) and 2 * self.cjk_tokens >= len(self.tokens)
+
+
+class Tokenizer:
+    """Turns normalized text into tokens and 32-bit shingle hashes; caches token hashes."""
+
+    def __init__(self, word_ngram: int, cjk_ngram: int) -> None:
+        self.word_ngram = word_ngram
+        self.cjk_ngram = cjk_ngram
+        self._hash_cache: dict[str, int] = {}
+
+    def stream(self, normalized_text: str) -> TokenStream:
+        tokens = _TOKEN.findall(normalized_text)
+        cache = self._hash_cache
+        if len(cache) > _CACHE_LIMIT:
+            cache.clear()
+        hashes = []
+        for token in tokens:
+            h = cache.get(token)
+            if h is None:
+                h = cache[token] = xxhash.xxh64_intdigest(token.encode("utf-8"), _TOKEN_SEED)
+            hashes.append(h)
+        cjk = len(_IS_CJK.findall(normalized_text)) if tokens else 0
+        return TokenStream(tokens, np.fromiter(hashes, np.uint64, len(hashes)), cjk)
+
+    def ngram_size(self, stream: TokenStream) -> int:
+        return self.cjk_ngram if stream.is_cjk else self.word_ngram
+
+    def shingles(self, stream: TokenStream) -> np.ndarray:
+        """32-bit hashes of the token n-grams (uint32, with repeats); empty when there are no tokens."""
+        return shingle_hashes(stream.hashes, self.ngram_size(stream))
+
+
+def shingle_hashes(token_hashes: np.ndarray, n: int) -> np.ndarray:
+    """Hash every run of n consecutive tokens; a text shorter than n becomes one shingle of all its tokens."""
+    count = len(token_hashes)
+    if count == 0:
+        return np.empty(0, np.uint32)
+    n = min(n, count)
+    width = count - n + 1
+    acc = token_hashes[:width].copy()
+    for j in range(1, n):
+        acc *= _NGRAM_MULT
+        acc ^= token_hashes[j : j + width]
+    return (fmix64(acc) >> _S32).astype(np.uint32)
+
+
+# --- Chinese words for SimHash features -------------------------------------
+
+_jieba_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _jieba():
+    """Load jieba on first use only: its dictionary costs about a second and is needed for Chinese alone."""
+    with _jieba_lock:
+        import logging
+
+        import jieba
+
+        jieba.setLogLevel(logging.WARNING)
+        directory = cache_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        jieba.dt.tmp_dir = str(directory)
+        jieba.initialize()
+        return jieba
+
+
+@lru_cache(maxsize=1)
+def jieba_idf() -> tuple[dict[str, float], float]:
+    """jieba's own IDF table and its median, the weight given to words it does not know."""
+    import importlib.resources
+
+    text = importlib.resources.files("jieba.analyse").joinpath("idf.txt").read_text("utf-8")
+    table: dict[str, float] = {}
+    for line in text.splitlines():
+        word, _, value = line.partition(" ")
+        if value:
+            table[word] = float(value)
+    values = sorted(table.values())
+    return table, values[len(values) // 2]
+
+
+def chinese_words(normalized_text: str) -> list[str]:
+    """jieba's segmentation, keeping only tokens with a letter, digit or ideograph."""
+    return [w for w in _jieba().lcut(normalized_text) if _JIEBA_WORD.search(w)]

@@ -1,0 +1,49 @@
+"""TF-IDF weights for SimHash features.
+
+Chinese words take jieba's IDF table. Other words take an IDF learnt from the
+documents themselves, kept in the store as document frequencies in 2**20
+hashed buckets: a fixed-size array, cheap to update and to save, whose rare
+collisions only blur the weight of a few rare words.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .tokens import jieba_idf
+
+DF_BUCKETS = 1 << 20
+_BUCKET_MASK = np.uint64(DF_BUCKETS - 1)
+
+
+class CorpusIdf:
+    def __init__(self, df: NDArray[np.uint32] | None = None, documents: int = 0) -> None:
+        self.df = np.zeros(DF_BUCKETS, np.uint32) if df is None else df
+        self.documents = documents
+        self.dirty = False
+
+    def observe(self, distinct_hashes: NDArray[np.uint64]) -> None:
+        """Count one document containing each of these (distinct) word hashes."""
+        buckets = (distinct_hashes & _BUCKET_MASK).astype(np.intp)
+        self.df[buckets] += np.uint32(1)  # distinct hashes may still share a bucket; losing one count is harmless
+        self.documents += 1
+        self.dirty = True
+
+    def idf(self, distinct_hashes: NDArray[np.uint64]) -> NDArray[np.float64]:
+        df = self.df[(distinct_hashes & _BUCKET_MASK).astype(np.intp)].astype(np.float64)
+        return np.log((self.documents + 1.0) / (df + 1.0)) + 1.0
+
+    def to_bytes(self) -> bytes:
+        return self.df.astype("<u4").tobytes()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes | None, documents: int) -> "CorpusIdf":
+        if not blob:
+            return cls()
+        return cls(np.frombuffer(blob, dtype="<u4").astype(np.uint32), documents)
+
+
+def chinese_idf(words: list[str]) -> NDArray[np.float64]:
+    table, median = jieba_idf()
+    return np.fromiter((table.get(w, median) for w in words), np.float64, len(words))
