@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from functools import lru_cache
@@ -204,8 +205,9 @@ class Database:
         sketches = {cid: row.sketch for cid, row in self.store.contents(content_ids).items()}
         out = []
         for cluster_id, members in by_cluster.items():
-            members.sort(key=lambda d: (d.content_id != cluster_id, d.mtime_ns, d.key))
-            rep = members[0]
+            # The representative holds the most widely copied text; among those, the oldest document.
+            copies = Counter(d.content_id for d in members)
+            rep = min(members, key=lambda d: (-copies[d.content_id], d.mtime_ns, d.key))
             built = []
             for d in members:
                 same = d.content_id == rep.content_id
@@ -213,6 +215,7 @@ class Database:
                     sketch_jaccard(sketches[rep.content_id], sketches[d.content_id], self.settings.sketch_size), 4
                 )
                 built.append(Member(d.key, d.path, d.record, d.bytes, d.mtime_ns, similarity, same, d.snippet))
+            built.sort(key=lambda m: (m.key != rep.key, -m.similarity, m.key))
             kind = "exact" if all(m.exact for m in built) else "near"
             cluster = Cluster(cluster_id, built, kind)
             if cluster.total_bytes >= min_size:

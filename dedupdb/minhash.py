@@ -73,6 +73,8 @@ def sketch_jaccard(sketch_a: NDArray[np.uint32], sketch_b: NDArray[np.uint32], k
     """
     if len(sketch_a) == 0 or len(sketch_b) == 0:
         return 0.0
-    union = np.union1d(sketch_a, sketch_b)[:k]
+    union = np.union1d(sketch_a, sketch_b)
+    if len(sketch_a) >= k or len(sketch_b) >= k:
+        union = union[:k]  # a sketch holding k hashes may stand for a larger set: estimate
     both = np.intersect1d(sketch_a, sketch_b, assume_unique=True)
     return float(np.count_nonzero(both <= union[-1])) / len(union)

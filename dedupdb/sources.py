@@ -116,6 +116,7 @@ _BOMS = (
 )
 # Detectors name legacy Chinese encodings by their subsets; GB18030 decodes them all.
 _SUPERSETS = {"gb2312": "gb18030", "gbk": "gb18030", "cp936": "gb18030", "big5": "big5hkscs", "ascii": "utf-8"}
+_COMMON_SINGLE_BYTE = ("cp1252", "latin_1", "iso8859_15")
 
 
 def _utf16_without_bom(data: bytes) -> str | None:
@@ -157,11 +158,18 @@ def decode(data: bytes, path: str = "<bytes>") -> tuple[str, str]:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         pass
-    best = from_bytes(data[: 256 * 1024]).best()
-    if best is None:
+    matches = list(from_bytes(data[: 256 * 1024]))
+    if not matches:
         raise ReadError(path, "binary file (no text encoding fits)")
-    encoding = _SUPERSETS.get(best.encoding.lower().replace("-", ""), best.encoding)
-    encoding = _SUPERSETS.get(encoding.lower(), encoding)
+    best = min(matches, key=lambda m: (m.chaos, -m.coherence))
+    # Short Western text fits several single-byte code pages equally well; the
+    # detector's pick among them is arbitrary, so the most widespread one wins
+    # whenever it reads about as cleanly.
+    for match in matches:
+        if match.encoding in _COMMON_SINGLE_BYTE and match.chaos <= best.chaos + 0.1:
+            best = match
+            break
+    encoding = _SUPERSETS.get(best.encoding.lower(), best.encoding)
     return data.decode(encoding, errors="replace"), encoding
 
 

@@ -1,0 +1,226 @@
+#!/usr/bin/env python
+"""Benchmark `dedupdb add` on the IMDB corpus against datasketch and simhash.
+
+Writes the documents of en_imdb_aclImdb.jsonl.gz as one .txt file each into a
+temporary folder, times `Database.add` on that folder through the library, and
+in the same run times two peers on the same texts (already in memory, so the
+peers pay no file I/O):
+
+  * datasketch: lowercase, split on whitespace, word 3-gram shingles encoded to
+    bytes, MinHash(num_perm=128).update_batch, MinHashLSH(threshold=0.5,
+    num_perm=128).insert;
+  * simhash: Simhash(text) (the package's default features: character 4-grams)
+    and SimhashIndex(k=3).add, on a subset (--peer-limit), docs/s extrapolated.
+
+Usage:
+    python scripts/bench_add.py --limit 20000
+    python scripts/bench_add.py                      # all 100,000 documents
+    python scripts/bench_add.py --profile            # cProfile the dedupdb add, top 25 cumulative
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gzip
+import io
+import json
+import os
+import pstats
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
+CORPUS = "en_imdb_aclImdb.jsonl.gz"
+FILES_PER_FOLDER = 1000
+
+
+def peak_rss_mb() -> float:
+    # ru_maxrss is in KiB on Linux, in bytes on macOS.
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+
+
+def load_texts(limit: int | None) -> list[str]:
+    path = EVAL_DIR / CORPUS
+    if not path.exists():
+        sys.exit(f"corpus not found: {path}")
+    texts = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            texts.append(json.loads(line)["text"])
+            if limit and len(texts) >= limit:
+                break
+    return texts
+
+
+def write_files(texts: list[str], folder: Path, keep: bool) -> tuple[int, bool]:
+    """One .txt file per text, 1,000 per subfolder; returns (bytes written, reused)."""
+    marker = folder.with_name(folder.name + ".complete")
+    if keep and marker.exists() and marker.read_text().strip() == str(len(texts)):
+        return sum(len(t.encode("utf-8")) for t in texts), True
+    if folder.exists():
+        shutil.rmtree(folder)
+    marker.unlink(missing_ok=True)
+    total = 0
+    for i, text in enumerate(texts):
+        sub = folder / f"{i // FILES_PER_FOLDER:04d}"
+        if i % FILES_PER_FOLDER == 0:
+            sub.mkdir(parents=True, exist_ok=True)
+        data = text.encode("utf-8")
+        (sub / f"{i:06d}.txt").write_bytes(data)
+        total += len(data)
+    marker.write_text(str(len(texts)))
+    return total, False
+
+
+def db_bytes(db_path: Path) -> int:
+    return sum(p.stat().st_size for p in (db_path, Path(f"{db_path}-wal")) if p.exists())
+
+
+def bench_dedupdb(folder: Path, db_path: Path, profile: bool, profile_top: int) -> dict:
+    import dedupdb
+
+    for p in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+        if p.exists():
+            p.unlink()
+    started = time.perf_counter()
+    db = dedupdb.open(db_path)
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
+    add_started = time.perf_counter()
+    summary = db.add([folder])
+    add_seconds = time.perf_counter() - add_started
+    if profiler:
+        profiler.disable()
+    counts = db.store.counts()
+    db.close()
+    wall = time.perf_counter() - started
+    result = {
+        "summary": summary,
+        "add_seconds": add_seconds,
+        "wall_seconds": wall,  # open + add + close
+        "counts": counts,
+        "db_bytes": db_bytes(db_path),
+        "rss_mb": peak_rss_mb(),
+    }
+    if profiler:
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("cumulative").print_stats(profile_top)
+        result["profile"] = out.getvalue()
+    return result
+
+
+def bench_datasketch(texts: list[str]) -> dict:
+    from datasketch import MinHash, MinHashLSH
+
+    started = time.perf_counter()
+    lsh = MinHashLSH(threshold=0.5, num_perm=128)
+    for i, text in enumerate(texts):
+        words = text.lower().split()
+        if len(words) >= 3:
+            shingles = {" ".join(words[j : j + 3]).encode("utf-8") for j in range(len(words) - 2)}
+        else:
+            shingles = {" ".join(words).encode("utf-8")}
+        m = MinHash(num_perm=128)
+        m.update_batch(list(shingles))
+        lsh.insert(i, m)
+    return {"seconds": time.perf_counter() - started, "docs": len(texts), "rss_mb": peak_rss_mb()}
+
+
+def bench_simhash(texts: list[str], features: str) -> dict:
+    import logging
+
+    from simhash import Simhash, SimhashIndex
+
+    # SimhashIndex logs a warning for every bucket over 200 entries.
+    quiet = logging.getLogger("simhash-bench")
+    quiet.setLevel(logging.ERROR)
+    started = time.perf_counter()
+    index = SimhashIndex([], k=3, log=quiet)
+    for i, text in enumerate(texts):
+        value = Simhash(text) if features == "text" else Simhash(text.lower().split())
+        index.add(str(i), value)
+    return {"seconds": time.perf_counter() - started, "docs": len(texts), "rss_mb": peak_rss_mb()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description="Time `dedupdb add` on IMDB reviews written as .txt files, against datasketch MinHashLSH and simhash.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N documents (default: all 100,000)")
+    parser.add_argument("--peer-limit", type=int, default=20000,
+                        help="documents for the simhash peer (docs/s extrapolated); 0 for all")
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "dedupdb-bench-add",
+                        help="folder for the .txt files and the database")
+    parser.add_argument("--keep-dir", action="store_true",
+                        help="reuse the .txt files from a previous run with the same --limit, and keep them afterwards")
+    parser.add_argument("--skip-peers", action="store_true", help="time dedupdb only")
+    parser.add_argument("--simhash-features", choices=["text", "words"], default="text",
+                        help="simhash features: the package default (char 4-grams of the text) or lowercase words")
+    parser.add_argument("--profile", action="store_true", help="run the dedupdb add under cProfile and print hotspots")
+    parser.add_argument("--profile-top", type=int, default=25, help="rows of the cProfile listing")
+    args = parser.parse_args()
+
+    t0 = time.perf_counter()
+    texts = load_texts(args.limit)
+    load_seconds = time.perf_counter() - t0
+    folder = args.workdir / "docs"
+    db_path = args.workdir / "bench.db"
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    total_bytes, reused = write_files(texts, folder, args.keep_dir)
+    write_seconds = time.perf_counter() - t0
+    print(f"corpus: {EVAL_DIR / CORPUS}: {len(texts):,} documents, {total_bytes / 1e6:.1f} MB "
+          f"(loaded in {load_seconds:.1f} s)")
+    print(f"files:  {folder} ({'reused' if reused else f'written in {write_seconds:.1f} s'}); "
+          f"peak RSS after loading: {peak_rss_mb():.0f} MB")
+
+    d = bench_dedupdb(folder, db_path, args.profile, args.profile_top)
+    s = d["summary"]
+    n_added = len(s.added)
+    print(f"\ndedupdb add: {s.counts()}, new contents {s.new_contents:,}, bytes read {s.bytes_read / 1e6:.1f} MB")
+    print(f"  add {d['add_seconds']:.1f} s (AddSummary.seconds {s.seconds:.1f}), open+add+close {d['wall_seconds']:.1f} s")
+    print(f"  {n_added / d['add_seconds']:,.0f} docs/s, {s.bytes_read / 1e6 / d['add_seconds']:.2f} MB/s")
+    print(f"  store: {d['counts']}")
+    print(f"  database {d['db_bytes'] / 1e6:.1f} MB (.db + -wal after close) = "
+          f"{d['db_bytes'] / max(1, n_added):,.0f} bytes/document "
+          f"({d['db_bytes'] / max(1, s.bytes_read):.2f}x the text)")
+    print(f"  peak RSS so far: {d['rss_mb']:.0f} MB")
+    if d.get("profile"):
+        print("\n" + d["profile"])
+
+    rows = [("dedupdb add (files on disk)", n_added, d["add_seconds"], d["rss_mb"], False)]
+    if not args.skip_peers:
+        ds = bench_datasketch(texts)
+        rows.append(("datasketch MinHash+LSH", ds["docs"], ds["seconds"], ds["rss_mb"], False))
+        peer_texts = texts[: args.peer_limit] if args.peer_limit else texts
+        sh = bench_simhash(peer_texts, args.simhash_features)
+        rows.append((f"simhash Simhash+Index k=3 ({args.simhash_features})", sh["docs"], sh["seconds"], sh["rss_mb"],
+                     len(peer_texts) < len(texts)))
+
+    base = next((r for r in rows if r[0].startswith("datasketch")), None)
+    base_rate = base[1] / base[2] if base else None
+    print(f"\n{'tool':<40} {'docs':>8} {'seconds':>9} {'docs/s':>9} {'vs datasketch':>14} {'peak RSS MB':>12}")
+    print("-" * 96)
+    for name, docs, seconds, rss, extrapolated in rows:
+        rate = docs / seconds if seconds else float("nan")
+        ratio = f"{rate / base_rate:.2f}x" if base_rate else "-"
+        note = f" (extrapolated: {len(texts) / rate:.0f} s for {len(texts):,})" if extrapolated else ""
+        print(f"{name:<40} {docs:>8,} {seconds:>9.1f} {rate:>9,.0f} {ratio:>14} {rss:>12,.0f}{note}")
+    print("peak RSS is the process high-water mark after each step (cumulative; the texts stay in memory throughout)")
+    print(f"peers work on texts already in memory; dedupdb walks, reads, decodes and normalizes the files itself")
+
+    if not args.keep_dir:
+        shutil.rmtree(args.workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

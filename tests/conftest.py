@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dedupdb.cli import app
+
+ENGLISH = (
+    "The quarterly report shows that revenue grew by twelve percent while operating costs "
+    "remained flat, and the board approved a new dividend policy for shareholders this year."
+)
+ENGLISH_EDITED = (
+    "The quarterly report shows that revenue grew by twelve percent while operating costs "
+    "remained flat, and the board approved a new dividend plan for shareholders this year!"
+)
+ENGLISH_OTHER = (
+    "Heavy rain flooded the valley overnight, closing two bridges and forcing the village "
+    "school to move its lessons into the town hall until the water recedes next week."
+)
+CHINESE = "今天天气很好，我们一起去公园散步，看到很多人在湖边钓鱼，孩子们在草地上放风筝，大家都很开心。"
+CHINESE_EDITED = "今天天气很好，我们一起去公园散步，看到许多人在湖边钓鱼，孩子们在草地上放风筝，大家都很开心！"
+CHINESE_OTHER = "这家酒店的服务态度非常差，房间又小又脏，空调也坏了，前台还不给换房，以后再也不会来了。"
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path_factory, monkeypatch):
+    """No test may touch the real user data or cache dirs, nor depend on the terminal's width."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("DEDUPDB_DB", raising=False)
+    yield home
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "test.db"
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def cli(runner, db_path):
+    """Run a dedupdb command against the test database."""
+
+    def run(*args: str, input: str | None = None):
+        return runner.invoke(app, [*args, "--db", str(db_path)], input=input)
+
+    return run
+
+
+def write(path: Path, text: str, encoding: str = "utf-8", bom: bytes = b"") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bom + text.encode(encoding))
+    return path
+
+
+@pytest.fixture
+def mixed_folder(tmp_path) -> Path:
+    """English and Chinese files in several encodings, HTML, an empty file, a binary file and exact copies."""
+    root = tmp_path / "notes"
+    write(root / "report.txt", ENGLISH)
+    write(root / "copies" / "report copy.txt", ENGLISH)
+    write(root / "report-edited.md", ENGLISH_EDITED)
+    write(root / "weather.txt", ENGLISH_OTHER)
+    write(root / "zh" / "park-gb18030.txt", CHINESE, "gb18030")
+    write(root / "zh" / "park-utf16.txt", CHINESE, "utf-16-le", codecs.BOM_UTF16_LE)
+    write(root / "zh" / "park-edited.txt", CHINESE_EDITED)
+    write(root / "zh" / "hotel.txt", CHINESE_OTHER)
+    write(
+        root / "page.html",
+        f"<html><head><style>p {{color: red}}</style><script>var x = 1;</script></head>"
+        f"<body><p>{ENGLISH_OTHER}</p></body></html>",
+    )
+    write(root / "empty.txt", "")
+    (root / "image.txt").write_bytes(bytes(range(256)) * 8)
+    (root / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(200))
+    write(root / ".hidden" / "secret.txt", ENGLISH)
+    return root

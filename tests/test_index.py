@@ -1,0 +1,113 @@
+"""Clusters stay right as documents arrive, change and vanish; an interrupted ingest loses nothing stored."""
+
+from __future__ import annotations
+
+import pytest
+
+import dedupdb
+import dedupdb.pipeline as pipeline
+from dedupdb.cluster import UnionFind, components
+
+from .conftest import ENGLISH, ENGLISH_OTHER, write
+
+WORDS = ENGLISH.split()
+
+
+def _variant(i: int) -> str:
+    """A chain of texts: each differs from the next by one word, so neighbours are near-duplicates."""
+    words = list(WORDS)
+    words[i] = f"changed{i}"
+    return " ".join(words)
+
+
+def _replace(words: list[str], positions: list[int]) -> list[str]:
+    return [f"x{i}" if i in positions else w for i, w in enumerate(words)]
+
+
+def _cluster_sets(db) -> list[set[str]]:
+    return sorted(({m.key.rsplit("/", 1)[-1] for m in c.members} for c in db.clusters()), key=sorted)
+
+
+def test_union_find_components():
+    uf = UnionFind()
+    for a, b in [(5, 3), (3, 9), (1, 2)]:
+        uf.union(a, b)
+    assert uf.find(9) == 3 and uf.find(2) == 1
+    assert components([1, 2, 3, 5, 9, 7], [(5, 3), (3, 9), (1, 2)]) == {1: 1, 2: 1, 3: 3, 5: 3, 9: 3, 7: 7}
+
+
+def test_vanished_bridge_splits_cluster(tmp_path, db_path):
+    folder = tmp_path / "chain"
+    # a ~ b and b ~ c (Jaccard 0.72), but a and c are further apart (0.52): b bridges them.
+    a = " ".join(WORDS)
+    b = " ".join(_replace(WORDS, [8, 9]))
+    c = " ".join(_replace(_replace(WORDS, [8, 9]), [20, 21]))
+    for name, text in (("a.txt", a), ("b.txt", b), ("c.txt", c), ("other.txt", ENGLISH_OTHER)):
+        write(folder / name, text)
+    with dedupdb.open(db_path, threshold=0.6) as db:
+        db.add([folder])
+        keys = {frozenset(k.rsplit("/", 1)[-1] for k in (p.key_a, p.key_b)) for p in db.pairs()}
+        assert {frozenset({"a.txt", "b.txt"}), frozenset({"b.txt", "c.txt"})} <= keys
+        assert frozenset({"a.txt", "c.txt"}) not in keys
+        assert _cluster_sets(db) == [{"a.txt", "b.txt", "c.txt"}]
+        (folder / "b.txt").unlink()
+        summary = db.add([folder])
+        assert [p.rsplit("/", 1)[-1] for p in summary.missing] == ["b.txt"]
+        assert _cluster_sets(db) == []
+        write(folder / "b.txt", b)  # it comes back: the chain joins again
+        db.add([folder])
+        assert _cluster_sets(db) == [{"a.txt", "b.txt", "c.txt"}]
+
+
+def test_changed_file_leaves_its_cluster(tmp_path, db_path):
+    folder = tmp_path / "f"
+    for i in range(3):
+        write(folder / f"v{i}.txt", _variant(i))
+    with dedupdb.open(db_path) as db:
+        db.add([folder])
+        assert _cluster_sets(db) == [{"v0.txt", "v1.txt", "v2.txt"}]
+        write(folder / "v1.txt", ENGLISH_OTHER)
+        assert len(db.add([folder]).updated) == 1
+        assert _cluster_sets(db) == [{"v0.txt", "v2.txt"}]
+        assert db.store.counts()["contents"] == 3
+
+
+def test_interrupted_ingest_keeps_committed_batches_and_resumes(tmp_path, db_path, monkeypatch):
+    folder = tmp_path / "many"
+    for i in range(25):
+        write(folder / f"doc{i:02}.txt", _variant(i % len(WORDS)) + f" number {i}")
+    monkeypatch.setattr(pipeline, "INGEST_BATCH", 10)
+    real = pipeline.Indexer.add_documents
+    calls = {"n": 0}
+
+    def crash_on_third_batch(self, documents):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            real(self, documents)  # half-done work inside the transaction must vanish too
+            raise KeyboardInterrupt
+        return real(self, documents)
+
+    monkeypatch.setattr(pipeline.Indexer, "add_documents", crash_on_third_batch)
+    with dedupdb.open(db_path) as db:
+        with pytest.raises(KeyboardInterrupt):
+            db.add([folder])
+    with dedupdb.open(db_path) as db:
+        counts = db.store.counts()
+        assert counts["documents"] == 20 and counts["files"] == 20
+        integrity = db.store.conn.execute("PRAGMA integrity_check").fetchone()[0]
+        assert integrity == "ok"
+        monkeypatch.setattr(pipeline.Indexer, "add_documents", real)
+        summary = db.add([folder])
+        assert (len(summary.added), summary.unchanged) == (5, 20)
+        assert db.store.counts()["documents"] == 25
+
+
+def test_interrupt_through_cli_exits_130(cli, tmp_path, monkeypatch):
+    write(tmp_path / "a.txt", ENGLISH)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline.Ingest, "run", interrupted)
+    result = cli("add", str(tmp_path / "a.txt"))
+    assert result.exit_code == 130 and "Interrupted" in result.output

@@ -1,0 +1,188 @@
+"""Property tests for the maths: MinHash, bottom-k sketches, SimHash blocks, banding, int64 round trips."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dedupdb.hashing import to_signed64, to_unsigned64
+from dedupdb.lsh import Banding, band_keys, optimal_banding
+from dedupdb.minhash import MinHasher, bottom_k, estimate_jaccard, sketch_jaccard
+from dedupdb.simhash import block_keys, block_layout, fingerprint, hamming
+from dedupdb.tokens import Tokenizer, shingle_hashes
+
+u64 = st.integers(min_value=0, max_value=2**64 - 1)
+
+
+@given(u64)
+def test_int64_round_trip(value):
+    signed = to_signed64(value)
+    assert -(2**63) <= signed < 2**63
+    assert to_unsigned64(signed) == value
+
+
+def test_int64_round_trip_through_sqlite():
+    import sqlite3
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (v INTEGER)")
+    values = [0, 1, 2**63 - 1, 2**63, 2**64 - 1]
+    conn.executemany("INSERT INTO t VALUES (?)", [(to_signed64(v),) for v in values])
+    assert [to_unsigned64(r[0]) for r in conn.execute("SELECT v FROM t ORDER BY rowid")] == values
+
+
+def _signature_in_subprocess() -> list[int]:
+    code = (
+        "from dedupdb.tokens import Tokenizer; from dedupdb.minhash import MinHasher;"
+        "t = Tokenizer(3, 2); s = t.shingles(t.stream('the same text gives the same signature 今天天气很好'));"
+        "print(list(MinHasher(128, 1).signature(s)[:16]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return [int(x) for x in out.strip().strip("[]").replace("np.uint32(", "").replace(")", "").split(",")]
+
+
+def test_signatures_are_deterministic_across_processes():
+    tokenizer = Tokenizer(3, 2)
+    shingles = tokenizer.shingles(tokenizer.stream("the same text gives the same signature 今天天气很好"))
+    here = [int(x) for x in MinHasher(128, 1).signature(shingles)[:16]]
+    assert _signature_in_subprocess() == here == _signature_in_subprocess()
+
+
+def test_different_seeds_give_different_signatures():
+    shingles = np.arange(100, dtype=np.uint32) * np.uint32(2654435761)
+    assert not np.array_equal(MinHasher(64, 1).signature(shingles), MinHasher(64, 2).signature(shingles))
+
+
+def _sets_with_jaccard(rng, size, jaccard):
+    inter = int(round(2 * size * jaccard / (1 + jaccard)))
+    only = size - inter
+    universe = rng.choice(2**32 - 1, inter + 2 * only, replace=False).astype(np.uint32)
+    a = universe[:size]
+    b = np.concatenate([universe[:inter], universe[size:]])
+    return a, b, inter / (inter + 2 * only)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31), st.integers(50, 2000), st.floats(0.05, 0.95))
+def test_minhash_estimate_within_expected_error(seed, size, jaccard):
+    rng = np.random.default_rng(seed)
+    a, b, true = _sets_with_jaccard(rng, size, jaccard)
+    hasher = MinHasher(256, seed % 1000)
+    estimate = estimate_jaccard(hasher.signature(a), hasher.signature(b))
+    sigma = np.sqrt(true * (1 - true) / 256)
+    assert abs(estimate - true) <= 5 * sigma + 1e-9
+
+
+def test_minhash_error_matches_binomial_variance():
+    rng = np.random.default_rng(7)
+    errors = []
+    for _ in range(300):
+        a, b, true = _sets_with_jaccard(rng, 300, 0.6)
+        hasher = MinHasher(128, int(rng.integers(1000)))
+        errors.append(estimate_jaccard(hasher.signature(a), hasher.signature(b)) - true)
+    expected = np.sqrt(0.6 * 0.4 / 128)
+    assert abs(np.mean(errors)) < 0.01
+    assert 0.75 * expected < np.std(errors) < 1.25 * expected
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 2**31), st.integers(1, 250), st.floats(0.0, 1.0))
+def test_sketch_jaccard_is_exact_for_small_sets(seed, size, jaccard):
+    rng = np.random.default_rng(seed)
+    a, b, true = _sets_with_jaccard(rng, size, jaccard)
+    sa, _ = bottom_k(a, 256)
+    sb, _ = bottom_k(b, 256)
+    assert abs(sketch_jaccard(sa, sb, 256) - true) < 1e-9
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**31), st.integers(1000, 5000), st.floats(0.3, 0.95))
+def test_sketch_jaccard_estimates_large_sets(seed, size, jaccard):
+    rng = np.random.default_rng(seed)
+    a, b, true = _sets_with_jaccard(rng, size, jaccard)
+    estimate = sketch_jaccard(bottom_k(a, 256)[0], bottom_k(b, 256)[0], 256)
+    assert abs(estimate - true) <= 5 * np.sqrt(true * (1 - true) / 256) + 1e-9
+
+
+def test_shingles_of_short_text():
+    assert len(shingle_hashes(np.empty(0, np.uint64), 3)) == 0
+    one = shingle_hashes(np.array([1, 2], dtype=np.uint64), 3)
+    assert len(one) == 1
+    assert len(shingle_hashes(np.arange(10, dtype=np.uint64), 3)) == 8
+
+
+def test_tokenizer_uses_characters_for_chinese_and_words_otherwise():
+    t = Tokenizer(3, 2)
+    zh = t.stream("今天天气很好 ok")
+    assert zh.is_cjk and zh.tokens[:3] == ["今", "天", "天"]
+    en = t.stream("hello, big world! 今天")
+    assert not en.is_cjk and en.tokens == ["hello", "big", "world", "今", "天"]
+    assert len(t.shingles(zh)) == len(zh.tokens) - 1
+
+
+@st.composite
+def _fingerprint_and_neighbour(draw):
+    base = draw(u64)
+    distance = draw(st.integers(0, 3))
+    bits = draw(st.lists(st.integers(0, 63), min_size=distance, max_size=distance, unique=True))
+    other = base
+    for bit in bits:
+        other ^= 1 << bit
+    return base, other, distance
+
+
+@given(_fingerprint_and_neighbour())
+def test_block_search_finds_every_fingerprint_within_k(case):
+    base, other, distance = case
+    assert hamming(base, other) == distance
+    shared = [a == b for a, b in zip(block_keys(base, 3), block_keys(other, 3))]
+    assert any(shared)  # pigeonhole: k differing bits cannot touch all k + 1 blocks
+
+
+@given(st.integers(0, 15))
+def test_block_layout_covers_64_bits(distance):
+    layout = block_layout(distance)
+    assert len(layout) == distance + 1
+    assert sum(width for _, width in layout) == 64
+    assert layout[0][0] == 0 and all(s2 == s1 + w1 for (s1, w1), (s2, _) in zip(layout, layout[1:]))
+
+
+def test_simhash_similar_features_are_close():
+    rng = np.random.default_rng(3)
+    features = rng.integers(0, 2**63, 200, dtype=np.uint64)
+    weights = rng.random(200) + 0.5
+    a = fingerprint(features, weights)
+    b = fingerprint(features[:196], weights[:196])
+    c = fingerprint(rng.integers(0, 2**63, 200, dtype=np.uint64), weights)
+    assert hamming(a, b) <= 6
+    assert hamming(a, c) > 16
+
+
+@given(st.floats(0.2, 0.95), st.sampled_from([64, 128, 256]))
+@settings(max_examples=25, deadline=None)
+def test_banding_is_sane(threshold, num_perm):
+    banding = optimal_banding(threshold, num_perm)
+    assert banding.bands * banding.rows <= num_perm
+    # The S-curve rises through the threshold: likely below it to be rare, above it to be found.
+    assert banding.probability(min(1.0, threshold + 0.2)) > 0.85
+    assert banding.probability(max(0.0, threshold - 0.3)) < 0.35
+
+
+def test_banding_rows_grow_with_threshold():
+    rows = [optimal_banding(t, 128).rows for t in (0.3, 0.5, 0.7, 0.9)]
+    assert rows == sorted(rows) and rows[0] < rows[-1]
+
+
+def test_band_keys_agree_only_where_bands_agree():
+    rng = np.random.default_rng(5)
+    sig = rng.integers(0, 2**32, (1, 128), dtype=np.uint64).astype(np.uint32)
+    other = sig.copy()
+    other[0, 0] ^= 1  # change band 0 only
+    banding = Banding(16, 8)
+    a, b = band_keys(sig, banding)[0], band_keys(other, banding)[0]
+    assert a[0] != b[0] and np.array_equal(a[1:], b[1:])
+    assert band_keys(sig, banding).dtype == np.int64
