@@ -42,14 +42,16 @@ class Fingerprinter:
     def batch(self, texts: list[str], learn: bool = True) -> list[Fingerprint]:
         """Fingerprints of normalized texts; with learn, their words also feed the corpus IDF first."""
         streams = [self.tokenizer.stream(t) for t in texts]
+        # Distinct words with their counts, shared by the IDF table and SimHash (space-separated text only).
+        words = [None if s.is_cjk else np.unique(s.hashes, return_counts=True) for s in streams]
         if learn:
-            for stream in streams:
-                if not stream.is_cjk and len(stream.hashes):
-                    self.idf.observe(np.unique(stream.hashes))
+            for counted in words:
+                if counted is not None and len(counted[0]):
+                    self.idf.observe(counted[0])
         shingle_sets = [self.tokenizer.shingles(s) for s in streams]
         signatures = self.minhasher.signatures(shingle_sets)
         out = []
-        for text, stream, shingles, signature in zip(texts, streams, shingle_sets, signatures):
+        for text, stream, counted, shingles, signature in zip(texts, streams, words, shingle_sets, signatures):
             sketch, distinct = bottom_k(shingles, self.settings.sketch_size)
             out.append(
                 Fingerprint(
@@ -58,7 +60,7 @@ class Fingerprinter:
                     shingles=distinct,
                     minhash=signature,
                     sketch=sketch,
-                    simhash=self._simhash(text, stream),
+                    simhash=self._simhash(text, stream, counted),
                 )
             )
         return out
@@ -66,17 +68,19 @@ class Fingerprinter:
     def one(self, text: str) -> Fingerprint:
         return self.batch([text], learn=False)[0]
 
-    def _simhash(self, text: str, stream: TokenStream) -> int | None:
+    def _simhash(self, text: str, stream: TokenStream, counted) -> int | None:
         minimum = self.settings.simhash_min_features
         if len(stream.tokens) < minimum:
             return None  # cannot reach the minimum; spares jieba the work
-        if stream.is_cjk:
+        if counted is None:
             words = chinese_words(text)
-            hashes = np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), _WORD_SEED) for w in words), np.uint64, len(words))
+            hashes = np.fromiter(
+                (xxhash.xxh64_intdigest(w.encode("utf-8"), _WORD_SEED) for w in words), np.uint64, len(words)
+            )
             features, first, counts = np.unique(hashes, return_index=True, return_counts=True)
             idf = chinese_idf([words[i] for i in first])
         else:
-            features, counts = np.unique(stream.hashes, return_counts=True)
+            features, counts = counted
             idf = self.idf.idf(features)
         if len(features) < minimum:
             return None

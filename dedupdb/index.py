@@ -58,9 +58,18 @@ class Indexer:
             return []
         return [(i, v, content_id) for i, v in enumerate(block_keys(simhash, self.settings.simhash_distance))]
 
-    def _index_rows(self, content_id: int, shingles: int, minhash: np.ndarray, simhash: int | None):
-        bands = self._band_rows(content_id, minhash) if shingles else []
-        return bands, self._block_rows(content_id, simhash)
+    def _index_rows_of(self, fingerprints: dict[int, Fingerprint]):
+        """Band and block rows of many contents, the band keys computed in one vectorized pass."""
+        band_rows: list[tuple[int, int, int]] = []
+        block_rows: list[tuple[int, int, int]] = []
+        with_shingles = [(cid, fp) for cid, fp in fingerprints.items() if fp.shingles]
+        if with_shingles:
+            keys = band_keys(np.stack([fp.minhash for _, fp in with_shingles]), self.banding).tolist()
+            for (cid, _), row in zip(with_shingles, keys):
+                band_rows.extend((band, key, cid) for band, key in enumerate(row))
+        for cid, fp in fingerprints.items():
+            block_rows += self._block_rows(cid, fp.simhash)
+        return band_rows, block_rows
 
     # --- adding ------------------------------------------------------------------
 
@@ -75,15 +84,11 @@ class Indexer:
             if h not in known and h not in fresh_texts:
                 fresh_texts[h] = d.text
         fingerprints = self.fingerprinter.batch(list(fresh_texts.values()))
-        new_ids: dict[int, Fingerprint] = {}
-        band_rows, block_rows = [], []
-        for fp in fingerprints:
-            content_id = self.store.insert_content(fp)
+        content_ids = self.store.insert_contents(fingerprints)
+        new_ids: dict[int, Fingerprint] = dict(zip(content_ids, fingerprints))
+        for fp, content_id in zip(fingerprints, content_ids):
             known[fp.content_hash] = content_id
-            new_ids[content_id] = fp
-            bands, blocks = self._index_rows(content_id, fp.shingles, fp.minhash, fp.simhash)
-            band_rows += bands
-            block_rows += blocks
+        band_rows, block_rows = self._index_rows_of(new_ids)
         self.store.insert_bands(band_rows)
         self.store.insert_blocks(block_rows)
         self.store.insert_documents(
@@ -136,11 +141,7 @@ class Indexer:
             return
         rows = self.store.contents(orphans)
         affected = {row.cluster for row in rows.values()}
-        band_rows, block_rows = [], []
-        for row in rows.values():
-            bands, blocks = self._index_rows(row.id, row.shingles, row.minhash, _unsigned(row.simhash))
-            band_rows += bands
-            block_rows += blocks
+        band_rows, block_rows = self._index_rows_of(_fingerprints(rows))
         self.store.delete_bands(band_rows)
         self.store.delete_blocks(block_rows)
         for content_id in orphans:
@@ -158,21 +159,13 @@ class Indexer:
         self.store.clear_index()
         ids = self.store.all_content_ids()
         for start in range(0, len(ids), 2000):
-            rows = self.store.contents(ids[start : start + 2000])
-            band_rows, block_rows = [], []
-            for row in rows.values():
-                bands, blocks = self._index_rows(row.id, row.shingles, row.minhash, _unsigned(row.simhash))
-                band_rows += bands
-                block_rows += blocks
+            new = _fingerprints(self.store.contents(ids[start : start + 2000]))
+            band_rows, block_rows = self._index_rows_of(new)
             self.store.insert_bands(band_rows)
             self.store.insert_blocks(block_rows)
-            new = {
-                row.id: Fingerprint(b"", row.chars, row.shingles, row.minhash, row.sketch, _unsigned(row.simhash))
-                for row in rows.values()
-            }
             self._link(new, band_rows, block_rows)
             if progress:
-                progress(len(rows))
+                progress(min(start + 2000, len(ids)), len(ids))
 
     # --- searching ---------------------------------------------------------------
 
@@ -197,6 +190,14 @@ class Indexer:
 
 def _unsigned(value: int | None) -> int | None:
     return None if value is None else to_unsigned64(value)
+
+
+def _fingerprints(rows: dict[int, ContentRow]) -> dict[int, Fingerprint]:
+    """Stored contents in the shape the index-row helpers take (their hash is not needed there)."""
+    return {
+        cid: Fingerprint(b"", row.chars, row.shingles, row.minhash, row.sketch, _unsigned(row.simhash))
+        for cid, row in rows.items()
+    }
 
 
 def _signature(row: ContentRow) -> Signature:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
 import unicodedata
 
-_WHITESPACE = re.compile(r"\s+")
 # Zero-width characters and the BOM survive NFKC but are invisible to a reader.
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
 
@@ -13,4 +11,4 @@ _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), Non
 def normalize(text: str) -> str:
     """NFKC (full-width and half-width agree), case folding, invisible characters removed, whitespace collapsed."""
     text = unicodedata.normalize("NFKC", text).translate(_INVISIBLE).casefold()
-    return _WHITESPACE.sub(" ", text).strip()
+    return " ".join(text.split())

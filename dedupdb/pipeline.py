@@ -18,7 +18,7 @@ from .hashing import bytes_hash
 from .index import Indexer, NewDocument
 from .normalize import normalize
 from .sources import Candidate, Skipped, file_text, read_bytes, walk
-from .store import Store
+from .store import FileRow, Store
 
 Progress = Callable[[int, int], None]  # (files done, files found)
 
@@ -62,6 +62,7 @@ class Ingest:
         self.save_state = save_state
         self.summary = AddSummary()
         self._pending: list[_Pending] = []
+        self._known: dict[str, FileRow] = {}  # what the store knew of these files before this run
 
     def run(
         self,
@@ -84,6 +85,9 @@ class Ingest:
                 else:
                     found.append(item)
         seen = {str(c.path) for c in found}
+        for root in roots:
+            rows = self.store.files_under(str(root)) if root.is_dir() else [self.store.file_by_path(str(root))]
+            self._known.update((row.path, row) for row in rows if row is not None)
         for done, candidate in enumerate(found, 1):
             self._consider(candidate)
             if len(self._pending) >= INGEST_BATCH:
@@ -100,7 +104,7 @@ class Ingest:
 
     def _consider(self, candidate: Candidate) -> None:
         path = str(candidate.path)
-        known = self.store.file_by_path(path)
+        known = self._known.get(path)
         live = known is not None and known.status != "missing"
         if live and known.size == candidate.size and known.mtime_ns == candidate.mtime_ns:
             self.summary.unchanged += 1
@@ -130,11 +134,17 @@ class Ingest:
         batch, self._pending = self._pending, []
         additions: list[NewDocument] = []
         with self.store.transaction():
+            file_ids = self.store.save_files(
+                [
+                    (str(i.candidate.path), i.candidate.size, i.candidate.mtime_ns, i.digest,
+                     "indexed" if i.text else "empty", "file")
+                    for i in batch
+                ]
+            )
             removals = []
             for item in batch:
                 c = item.candidate
-                status = "indexed" if item.text else "empty"
-                file_id = self.store.save_file(str(c.path), c.size, c.mtime_ns, item.digest, status)
+                file_id = file_ids[str(c.path)]
                 if item.existed:
                     removals += self.store.documents_of_file(file_id)
                 if item.text:

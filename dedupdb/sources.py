@@ -20,6 +20,8 @@ TEXT_SUFFIXES = frozenset(
 )
 HTML_SUFFIXES = frozenset({".html", ".htm"})
 _SNIFF_BYTES = 8192
+# Control bytes other than tab, newline, form feed, carriage return and escape are rare in text.
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27))
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,7 @@ def looks_binary(data: bytes) -> bool:
         return False
     if b"\x00" in head:
         return True
-    # Control bytes other than tab, newline, carriage return, form feed and escape are rare in text.
-    controls = sum(1 for b in head if b < 32 and b not in (9, 10, 12, 13, 27))
+    controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
     return controls > 0.1 * max(1, len(head))
 
 

@@ -175,14 +175,20 @@ class Store:
         ).fetchall()
         return [FileRow(*r) for r in rows]
 
-    def save_file(self, path: str, size: int, mtime_ns: int, digest: str, status: str, kind: str = "file") -> int:
-        self.conn.execute(
+    def save_files(self, rows: list[tuple[str, int, int, str, str, str]]) -> dict[str, int]:
+        """Insert or update files from (path, size, mtime_ns, digest, status, kind); returns path -> id."""
+        now = time.time()
+        self.conn.executemany(
             "INSERT INTO files (path, size, mtime_ns, digest, status, kind, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
             "digest = excluded.digest, status = excluded.status, kind = excluded.kind, indexed_at = excluded.indexed_at",
-            (path, size, mtime_ns, digest, status, kind, time.time()),
+            [(*row, now) for row in rows],
         )
-        return self.conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()[0]
+        ids: dict[str, int] = {}
+        paths = [row[0] for row in rows]
+        for chunk in _chunks(paths):
+            ids.update(self.conn.execute(f"SELECT path, id FROM files WHERE path IN ({_marks(len(chunk))})", chunk))
+        return ids
 
     def touch_file(self, file_id: int, size: int, mtime_ns: int) -> None:
         self.conn.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, file_id))
@@ -232,15 +238,21 @@ class Store:
             found.update(rows.fetchall())
         return found
 
-    def insert_content(self, fp) -> int:
-        cursor = self.conn.execute(
+    def insert_contents(self, fingerprints: list) -> list[int]:
+        """Store new contents, each its own cluster to begin with; returns their ids in order."""
+        if not fingerprints:
+            return []
+        self.conn.executemany(
             "INSERT INTO contents (hash, chars, shingles, minhash, sketch, simhash, cluster, documents) "
             "VALUES (?, ?, ?, ?, ?, ?, 0, 0)",
-            (fp.content_hash, fp.chars, fp.shingles, _blob(fp.minhash), _blob(fp.sketch), fp.simhash_signed),
+            [
+                (fp.content_hash, fp.chars, fp.shingles, _blob(fp.minhash), _blob(fp.sketch), fp.simhash_signed)
+                for fp in fingerprints
+            ],
         )
-        content_id = cursor.lastrowid
-        self.conn.execute("UPDATE contents SET cluster = id WHERE id = ?", (content_id,))
-        return content_id
+        self.conn.execute("UPDATE contents SET cluster = id WHERE cluster = 0")
+        ids = self.content_ids_by_hash([fp.content_hash for fp in fingerprints])
+        return [ids[fp.content_hash] for fp in fingerprints]
 
     def change_document_counts(self, deltas: dict[int, int]) -> list[int]:
         """Apply per-content document count changes; returns the contents no document holds any more."""

@@ -60,14 +60,13 @@ class Tokenizer:
         cache = self._hash_cache
         if len(cache) > _CACHE_LIMIT:
             cache.clear()
-        hashes = []
-        for token in tokens:
-            h = cache.get(token)
-            if h is None:
-                h = cache[token] = xxhash.xxh64_intdigest(token.encode("utf-8"), _TOKEN_SEED)
-            hashes.append(h)
-        cjk = len(_IS_CJK.findall(normalized_text)) if tokens else 0
-        return TokenStream(tokens, np.fromiter(hashes, np.uint64, len(hashes)), cjk)
+        hashes = list(map(cache.get, tokens))
+        if None in hashes:
+            for i, token in enumerate(tokens):
+                if hashes[i] is None:
+                    hashes[i] = cache[token] = xxhash.xxh64_intdigest(token.encode("utf-8"), _TOKEN_SEED)
+        cjk = 0 if normalized_text.isascii() else len(_IS_CJK.findall(normalized_text))
+        return TokenStream(tokens, np.array(hashes, dtype=np.uint64), cjk)
 
     def ngram_size(self, stream: TokenStream) -> int:
         return self.cjk_ngram if stream.is_cjk else self.word_ngram

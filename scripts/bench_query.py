@@ -1,0 +1,438 @@
+#!/usr/bin/env python
+"""Benchmark dedupdb query latency on a large store, against an in-memory datasketch MinHashLSH.
+
+The store holds N documents synthesized from the evaluation corpora (IMDB,
+Reuters, BBC, SophonPlus reviews, THUCNews titles): every corpus text once
+(up to N/4 of them), then edited variants of those texts (random word and
+character substitutions, deleted spans, appended suffixes) until N is reached.
+Generation is deterministic for a given --seed, so a store built once can be
+reused with --db.
+
+To build fast the store is written through the library's own indexing path
+(Indexer.add_documents inside Store.transaction, with a synthetic file row per
+document, as pipeline.Ingest._flush does) instead of writing N files to disk.
+
+Then it times, in the same run:
+  * Database.query(text) over --queries texts (half edited versions of stored
+    documents, half held-out corpus texts that were never stored): median, p90, p99;
+  * a cold `dedupdb query TEXT --db PATH` subprocess (new process; OS page cache warm), median of 5;
+  * datasketch: MinHash(num_perm=128) + MinHashLSH(threshold=0.5).query on an
+    in-memory index of a --ds-n subset (containing the sources of the edited queries).
+  * optionally (--same-size) dedupdb on a store of that same subset.
+
+Usage:
+    python scripts/bench_query.py --n 20000
+    python scripts/bench_query.py --n 1000000 --db /tmp/bench-1m.db    # built once, reused afterwards
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import random
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import dedupdb
+from dedupdb.config import INGEST_BATCH
+from dedupdb.errors import InputError
+from dedupdb.hashing import bytes_hash
+from dedupdb.index import NewDocument
+from dedupdb.normalize import normalize
+from dedupdb.pipeline import snippet
+
+EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
+CORPORA = [
+    "en_imdb_aclImdb.jsonl.gz",
+    "en_reuters21578.jsonl.gz",
+    "en_bbc_fulltext.jsonl.gz",
+    "zh_sophonplus_reviews.jsonl.gz",
+    "zh_thucnews_titles_devtest.jsonl.gz",
+]
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+SUFFIXES_EN = [
+    "\n\nSent from my phone {n}",
+    "\n-- \nposted via https://example.com/r/{n}",
+    " #review #movies #{n}",
+    "\n\n(Updated {n})",
+    "\nRead more: http://news.example.org/story/{n}.html",
+]
+SUFFIXES_ZH = ["（转载{n}）", "【来源：网络 {n}】", " #好评# {n}", "——发自手机客户端{n}", "，欢迎关注{n}"]
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def peak_rss_mb() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- the synthetic corpus ------------------------------------------------------------
+
+
+def is_cjk(text: str) -> bool:
+    sample = text[:2000]
+    visible = sum(1 for ch in sample if not ch.isspace())
+    return visible > 0 and 2 * len(_CJK.findall(sample)) >= visible
+
+
+class Corpus:
+    """Deterministic: document i and every query depend only on the seed and i."""
+
+    def __init__(self, n: int, seed: int, holdout: int) -> None:
+        texts = []
+        for name in CORPORA:
+            path = EVAL_DIR / name
+            if not path.exists():
+                sys.exit(f"corpus not found: {path}")
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                texts += [t for t in (json.loads(line)["text"] for line in fh) if normalize(t)]
+        random.Random(seed).shuffle(texts)
+        self.unrelated = texts[:holdout]          # never stored, never a variant's source
+        pool = texts[holdout:]
+        self.n = n
+        self.seed = seed
+        self.bases = min(len(pool), math.ceil(n / 4))  # corpus texts stored as they are
+        self.pool = pool[: self.bases]
+        self.pool_cjk = [is_cjk(t) for t in self.pool]
+        en_words, zh_chars = set(), set()
+        for text, cjk in zip(self.pool[:5000], self.pool_cjk[:5000]):
+            if cjk:
+                zh_chars.update(_CJK.findall(text))
+            else:
+                en_words.update(w.lower() for w in text.split() if w.isalpha())
+        self.vocab_en = sorted(en_words) or ["word"]
+        self.vocab_zh = sorted(zh_chars) or ["字"]
+
+    def document(self, i: int) -> tuple[str, int]:
+        """Text of stored document i and the base text it comes from."""
+        if i < self.bases:
+            return self.pool[i], i
+        rng = random.Random(self.seed * 1_000_000_007 + i)
+        base = rng.randrange(self.bases)
+        return self.mutate(self.pool[base], rng, self.pool_cjk[base]), base
+
+    def mutate(self, text: str, rng: random.Random, cjk: bool | None = None) -> str:
+        """One to three edits: word substitutions, character typos, a deleted span, an appended suffix."""
+        cjk = is_cjk(text) if cjk is None else cjk
+        units = list(text) if cjk else text.split()
+        ops = rng.sample(["words", "chars", "delete", "suffix"], rng.randint(1, 3))
+        for op in ops:
+            if not units:
+                break
+            n = len(units)
+            if op == "words":
+                for _ in range(max(1, round(n * rng.uniform(0.01, 0.08)))):
+                    units[rng.randrange(n)] = rng.choice(self.vocab_zh if cjk else self.vocab_en)
+            elif op == "chars":
+                for _ in range(max(1, round(n * rng.uniform(0.01, 0.05)))):
+                    p = rng.randrange(n)
+                    if cjk:
+                        units[p] = rng.choice(self.vocab_zh)
+                    else:
+                        w = units[p]
+                        c = rng.randrange(len(w))
+                        units[p] = w[:c] + rng.choice(LETTERS) + w[c + 1 :]
+            elif op == "delete" and n > 5:
+                k = max(1, round(n * rng.uniform(0.01, 0.06)))
+                start = rng.randrange(n - k + 1)
+                del units[start : start + k]
+        out = "".join(units) if cjk else " ".join(units)
+        if "suffix" in ops:
+            out += rng.choice(SUFFIXES_ZH if cjk else SUFFIXES_EN).format(n=rng.randrange(10**6))
+        return out
+
+    def queries(self, count: int) -> list[tuple[str, str, int | None]]:
+        """(kind, text, stored document it was edited from or None), shuffled."""
+        rng = random.Random(self.seed + 7)
+        out = []
+        for _ in range(count - count // 2):
+            while True:
+                j = rng.randrange(self.n)
+                text, _ = self.document(j)
+                q = self.mutate(text, rng)
+                if normalize(q):
+                    break
+            out.append(("edited", q, j))
+        out += [("unrelated", t, None) for t in self.unrelated[: count // 2]]
+        rng.shuffle(out)
+        return out
+
+
+def doc_key(i: int) -> str:
+    return f"/bench-synthetic/{i // 1000:04d}/{i:07d}.txt"
+
+
+# --- building a dedupdb store ----------------------------------------------------------
+
+
+def build_store(db, corpus: Corpus, ids: list[int], label: str) -> float:
+    """Index documents ids (resuming after those already stored); returns seconds spent."""
+    store, indexer = db.store, db.indexer
+    done = store._q("SELECT count(*) FROM files").fetchone()[0]
+    if done:
+        log(f"[{label}] resuming after {done:,} documents already stored")
+    started = last = time.perf_counter()
+    last_done = done
+    report_every = max(INGEST_BATCH, (len(ids) // 20) // INGEST_BATCH * INGEST_BATCH)
+    for start in range(done, len(ids), INGEST_BATCH):
+        chunk = ids[start : start + INGEST_BATCH]
+        with store.transaction():
+            additions = []
+            for i in chunk:
+                text, _ = corpus.document(i)
+                data = text.encode("utf-8")
+                normalized = normalize(text)
+                file_id = store.save_file(doc_key(i), len(data), 1_600_000_000_000_000_000 + i, bytes_hash(data),
+                                          "indexed" if normalized else "empty")
+                if normalized:
+                    additions.append(NewDocument(doc_key(i), file_id, None, normalized, len(data),
+                                                 1_600_000_000_000_000_000 + i, snippet(text)))
+            indexer.add_documents(additions)
+            db._save_idf(False)
+        now_done = start + len(chunk)
+        if now_done % report_every == 0 or now_done == len(ids):
+            now = time.perf_counter()
+            log(f"[{label}] {now_done:>9,}/{len(ids):,} docs  {now - started:7.0f} s  "
+                f"last {now_done - last_done:,} at {(now_done - last_done) / (now - last):,.0f} docs/s  "
+                f"RSS {peak_rss_mb():,.0f} MB")
+            last, last_done = now, now_done
+    db._save_idf(True)
+    with store.transaction():
+        store.write_meta({"bench.n": str(len(ids)), "bench.seed": str(corpus.seed)})
+    return time.perf_counter() - started
+
+
+def open_or_build(path: Path, corpus: Corpus, ids: list[int], label: str) -> tuple[object, float | None]:
+    db = dedupdb.open(path)
+    meta = db.store.read_meta()
+    if meta.get("bench.n") == str(len(ids)) and meta.get("bench.seed") == str(corpus.seed):
+        log(f"[{label}] reusing {path}")
+        return db, None
+    if meta.get("bench.seed", str(corpus.seed)) != str(corpus.seed):
+        sys.exit(f"{path} was built with another --seed; give a new --db")
+    return db, build_store(db, corpus, ids, label)
+
+
+def file_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+# --- measuring ---------------------------------------------------------------------------
+
+
+def percentiles(values: list[float]) -> tuple[float, float, float, float]:
+    """median, p90, p99, max in milliseconds."""
+    v = sorted(values)
+    pick = lambda q: v[min(len(v) - 1, math.ceil(q * len(v)) - 1)]  # noqa: E731
+    return statistics.median(v) * 1e3, pick(0.90) * 1e3, pick(0.99) * 1e3, v[-1] * 1e3
+
+
+def time_dedupdb_queries(db, queries, warmup) -> dict:
+    for _, text, _ in warmup:
+        try:
+            db.query(text)
+        except InputError:
+            pass
+    times = {"edited": [], "unrelated": []}
+    found = hits_total = errors = false_hits = 0
+    for kind, text, source in queries:
+        t0 = time.perf_counter()
+        try:
+            hits = db.query(text, top=0)
+        except InputError:
+            errors += 1
+            continue
+        times[kind].append(time.perf_counter() - t0)
+        hits_total += len(hits)
+        if source is not None:
+            found += any(h.key == doc_key(source) for h in hits)
+        elif hits:
+            false_hits += 1
+    # Where the time goes: the same queries through the lower-level calls.
+    parts = {"fingerprint": [], "search": [], "documents": []}
+    for _, text, _ in queries:
+        t0 = time.perf_counter()
+        normalized = normalize(text)
+        if not normalized:
+            continue
+        fp = db.fingerprinter.one(normalized)
+        if not fp.shingles:
+            continue
+        t1 = time.perf_counter()
+        matches = db.indexer.search(fp)
+        t2 = time.perf_counter()
+        db.store.documents_of_contents([m.content_id for m in matches])
+        t3 = time.perf_counter()
+        parts["fingerprint"].append(t1 - t0)
+        parts["search"].append(t2 - t1)
+        parts["documents"].append(t3 - t2)
+    return {"times": times, "found": found, "hits": hits_total, "errors": errors, "false_hits": false_hits,
+            "parts": {k: statistics.median(v) * 1e3 for k, v in parts.items()}}
+
+
+def cli_command() -> list[str]:
+    exe = Path(sys.executable).parent / "dedupdb"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "dedupdb"]
+
+
+def time_cli(db_path: Path, texts: list[str]) -> tuple[float, list[float], float]:
+    """Median wall seconds of `dedupdb query TEXT --db PATH` (one per text) and of `dedupdb --help`."""
+    walls = []
+    for text in texts:
+        t0 = time.perf_counter()
+        proc = subprocess.run(cli_command() + ["query", text, "--db", str(db_path)], capture_output=True, text=True)
+        walls.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            log(f"CLI query failed ({proc.returncode}): {proc.stderr.strip()[:500]}")
+    helps = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        subprocess.run(cli_command() + ["--help"], capture_output=True)
+        helps.append(time.perf_counter() - t0)
+    return statistics.median(walls), walls, statistics.median(helps)
+
+
+def ds_minhash(text: str):
+    from datasketch import MinHash
+
+    words = text.lower().split()
+    if len(words) >= 3:
+        shingles = {" ".join(words[j : j + 3]).encode("utf-8") for j in range(len(words) - 2)}
+    else:
+        shingles = {" ".join(words).encode("utf-8")}
+    m = MinHash(num_perm=128)
+    m.update_batch(list(shingles))
+    return m
+
+
+def time_datasketch(corpus: Corpus, ids: list[int], queries) -> dict:
+    from datasketch import MinHashLSH
+
+    t0 = time.perf_counter()
+    lsh = MinHashLSH(threshold=0.5, num_perm=128)
+    for i in ids:
+        lsh.insert(i, ds_minhash(corpus.document(i)[0]))
+    build = time.perf_counter() - t0
+    times = {"edited": [], "unrelated": []}
+    found = candidates = 0
+    for kind, text, source in queries:
+        t0 = time.perf_counter()
+        result = lsh.query(ds_minhash(text))
+        times[kind].append(time.perf_counter() - t0)
+        candidates += len(result)
+        if source is not None:
+            found += source in result
+    return {"build": build, "times": times, "found": found, "candidates": candidates}
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description="Time dedupdb queries on a store of N synthesized documents, against datasketch MinHashLSH.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--n", type=int, default=1_000_000, help="documents in the store")
+    parser.add_argument("--db", type=Path, default=None,
+                        help="store to reuse (or build there and keep); default: a temporary one, deleted afterwards")
+    parser.add_argument("--queries", type=int, default=1000, help="queries: half edited stored documents, half unrelated")
+    parser.add_argument("--ds-n", type=int, default=100_000, help="documents in the datasketch in-memory index")
+    parser.add_argument("--same-size", action="store_true",
+                        help="also time dedupdb on a store of the same --ds-n subset (built in a temporary file)")
+    parser.add_argument("--skip-datasketch", action="store_true")
+    parser.add_argument("--cli-runs", type=int, default=5, help="cold CLI query runs (median reported)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+
+    t0 = time.perf_counter()
+    corpus = Corpus(args.n, args.seed, holdout=args.queries // 2 + 50)
+    log(f"corpora loaded in {time.perf_counter() - t0:.1f} s: {corpus.bases:,} corpus texts stored as they are, "
+        f"{args.n - corpus.bases:,} edited variants")
+    queries = corpus.queries(args.queries)
+    warmup = [("unrelated", t, None) for t in corpus.unrelated[args.queries // 2 :]]
+
+    tmpdir = Path(tempfile.mkdtemp(prefix="dedupdb-bench-query-"))
+    db_path = args.db or tmpdir / f"store-{args.n}.db"
+    db, build_seconds = open_or_build(db_path, corpus, list(range(args.n)), f"dedupdb {args.n:,}")
+    counts = db.store.counts()
+    db.close()
+    size = file_bytes(db_path)
+    db = dedupdb.open(db_path, create=False)
+    dq = time_dedupdb_queries(db, queries, warmup)
+    db.close()
+    cli_texts = [t for kind, t, _ in queries if kind == "edited" and not is_cjk(t)][: args.cli_runs]
+    cli_median, cli_walls, help_median = time_cli(db_path, cli_texts)
+
+    ds_ids = small = None
+    if not args.skip_datasketch or args.same_size:
+        rng = random.Random(args.seed + 11)
+        sources = {s for _, _, s in queries if s is not None}
+        rest = [i for i in rng.sample(range(args.n), min(args.n, args.ds_n + len(sources))) if i not in sources]
+        ds_ids = sorted(sources | set(rest[: max(0, args.ds_n - len(sources))]))
+    ds = None if args.skip_datasketch else time_datasketch(corpus, ds_ids, queries)
+    if args.same_size:
+        small_db, small_build = open_or_build(tmpdir / "same-size.db", corpus, ds_ids, f"dedupdb {len(ds_ids):,}")
+        small = time_dedupdb_queries(small_db, queries, warmup)
+        small["build"] = small_build
+        small_db.close()
+
+    print(f"\nstore: {db_path}  {counts}")
+    if build_seconds is not None:
+        print(f"built in {build_seconds:,.0f} s ({args.n / build_seconds:,.0f} docs/s, Indexer.add_documents path)")
+    print(f"database {size / 1e9:.2f} GB = {size / args.n:,.0f} bytes/document; peak RSS {peak_rss_mb():,.0f} MB")
+    print(f"queries: {len(queries)} ({sum(k == 'edited' for k, _, _ in queries)} edited stored documents, "
+          f"{sum(k == 'unrelated' for k, _, _ in queries)} unrelated held-out texts)\n")
+    header = f"{'engine':<34} {'index docs':>10} {'queries':>8} {'median ms':>10} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+    print(header)
+    print("-" * len(header))
+
+    def rows(name, n, result):
+        for kind in ("all", "edited", "unrelated"):
+            t = result["times"]["edited"] + result["times"]["unrelated"] if kind == "all" else result["times"][kind]
+            if t:
+                med, p90, p99, mx = percentiles(t)
+                print(f"{name + ' ' + kind:<34} {n:>10,} {len(t):>8} {med:>10.2f} {p90:>8.2f} {p99:>8.2f} {mx:>8.1f}")
+
+    rows("dedupdb db.query", args.n, dq)
+    if small:
+        rows("dedupdb db.query", len(ds_ids), small)
+    if ds:
+        rows("datasketch MinHashLSH", len(ds_ids), ds)
+    print(f"{'dedupdb CLI query (new process)':<34} {args.n:>10,} {len(cli_walls):>8} {cli_median * 1e3:>10.0f}"
+          f"   runs: {', '.join(f'{w * 1e3:.0f}' for w in cli_walls)} ms; `dedupdb --help` {help_median * 1e3:.0f} ms")
+
+    edited = sum(1 for k, _, _ in queries if k == "edited")
+    print(f"\ndedupdb {args.n:,}: median ms per step: " + ", ".join(f"{k} {v:.2f}" for k, v in dq["parts"].items()))
+    print(f"dedupdb {args.n:,}: source found for {dq['found']}/{edited} edited queries; {dq['false_hits']} unrelated "
+          f"queries had a hit; {dq['hits'] / max(1, len(queries)):.1f} hits/query; {dq['errors']} query errors")
+    if small:
+        print(f"dedupdb {len(ds_ids):,}: source found for {small['found']}/{edited}; built in {small['build']:.0f} s "
+              f"({len(ds_ids) / small['build']:,.0f} docs/s)")
+    if ds:
+        print(f"datasketch {len(ds_ids):,}: built in {ds['build']:.0f} s ({len(ds_ids) / ds['build']:,.0f} docs/s); "
+              f"source among candidates for {ds['found']}/{edited}; {ds['candidates'] / len(queries):.1f} "
+              f"unverified candidates/query (whitespace words: Chinese text becomes few long 'words')")
+    print("latency includes normalizing and fingerprinting the query text; dedupdb verifies candidates, datasketch does not")
+
+    if args.db is None:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    else:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
