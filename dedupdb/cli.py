@@ -14,6 +14,7 @@ from . import render
 from .config import DB_ENV_VAR
 from .database import Database
 from .errors import DedupError
+from .records import RecordOptions
 
 app = typer.Typer(
     name="dedupdb",
@@ -88,21 +89,40 @@ def init(
         render.console.print(f"Database ready at {database.store.path}", highlight=False)
 
 
+class RecordFormat(str, Enum):
+    auto = "auto"
+    jsonl = "jsonl"
+    csv = "csv"
+    lines = "lines"
+
+
 @app.command()
 @friendly
 def add(
-    paths: list[Path] = typer.Argument(..., help="Files and folders to index (folders recursively)."),
+    paths: list[Path] = typer.Argument(..., help="Files and folders to index (folders recursively); '-' for stdin."),
     db: Optional[Path] = DbOption,
     include: list[str] = typer.Option([], "--include", help="Only files matching this glob (repeatable)."),
     exclude: list[str] = typer.Option([], "--exclude", help="Skip files and folders matching this glob (repeatable)."),
+    records: Optional[RecordFormat] = typer.Option(
+        None, "--records", help="Read files as records, one document each: by suffix (auto) or all in one format."
+    ),
+    lines: bool = typer.Option(False, "--lines", help="Each line of each file is a document (--records lines)."),
+    text_field: Optional[str] = typer.Option(None, "--text-field", help="JSONL key or CSV column holding the text."),
+    id_field: Optional[str] = typer.Option(None, "--id-field", help="JSONL key or CSV column holding the record id."),
     threshold: Optional[float] = typer.Option(None, help="Jaccard threshold, for a new database."),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Summary format."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List skipped files with their reasons."),
 ) -> None:
-    """Index files and folders incrementally: unchanged files are skipped, changed ones re-indexed."""
+    """Index files and folders incrementally: unchanged files are skipped, changed ones re-indexed.
+
+    Record files (JSONL, CSV, one text per line) hold one document per record, keyed FILE#ID or FILE#LINE."""
+    options = None
+    if lines or records or text_field or id_field:
+        chosen = "lines" if lines else (records.value if records else "auto")
+        options = RecordOptions(chosen, text_field, id_field)
     with _open(db, create=True, threshold=threshold) as database:
         with render.progress_bar("Indexing") as progress:
-            summary = database.add(paths, tuple(include), tuple(exclude), progress)
+            summary = database.add(paths, tuple(include), tuple(exclude), progress, options)
     if fmt is ListFormat.json:
         render.write_json(render.add_summary_json(summary))
     else:

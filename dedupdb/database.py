@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
+from typing import BinaryIO
 
 from .config import Settings, default_db_path
 from .errors import InputError, SettingsError
@@ -17,6 +18,7 @@ from .lsh import Banding, optimal_banding
 from .minhash import sketch_jaccard
 from .normalize import normalize
 from .pipeline import AddSummary, Ingest, Progress
+from .records import RecordOptions
 from .store import DocumentRow, Store
 from .weights import CorpusIdf
 
@@ -140,12 +142,18 @@ class Database:
         include: tuple[str, ...] = (),
         exclude: tuple[str, ...] = (),
         progress: Progress | None = None,
+        records: RecordOptions | None = None,
+        stdin: BinaryIO | None = None,
     ) -> AddSummary:
-        """Index files and folders incrementally; returns what was added, updated, skipped and missing."""
+        """Index files and folders incrementally; returns what was added, updated, skipped and missing.
+
+        With records, files in a record format (by suffix, or all of them with an explicit format) hold one
+        document per record, keyed 'path#id'; the path '-' reads records from stdin (or the given stream)."""
         if not paths:
             raise InputError("nothing to add: give at least one file or folder")
         ingest = Ingest(self.store, self.indexer, self._save_idf)
-        return ingest.run([Path(p).expanduser() for p in paths], tuple(include), tuple(exclude), progress)
+        targets = [Path(p) if str(p) == "-" else Path(p).expanduser() for p in paths]
+        return ingest.run(targets, tuple(include), tuple(exclude), progress, records, stdin)
 
     def _save_idf(self, force: bool) -> None:
         if not self._idf.dirty or (not force and time.monotonic() - self._idf_saved < _IDF_SAVE_SECONDS):

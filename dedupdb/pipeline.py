@@ -7,20 +7,28 @@ comes back as an AddSummary for the caller to render.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
+
+import xxhash
 
 from .config import INGEST_BATCH, SNIPPET_CHARS
-from .errors import InputError, ReadError
+from .errors import DedupError, InputError, ReadError
 from .hashing import bytes_hash
 from .index import Indexer, NewDocument
 from .normalize import normalize
+from .records import BadRecord, RecordOptions, read_records, sniff_encoding
 from .sources import Candidate, Skipped, file_text, read_bytes, walk
 from .store import FileRow, Store
 
 Progress = Callable[[int, int], None]  # (files done, files found)
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+_SPOOL_BYTES = 32 * 1024 * 1024
 
 
 @dataclass
@@ -31,6 +39,8 @@ class AddSummary:
     missing: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    records: int = 0                                                  # records indexed from record files
+    bad_records: list[tuple[str, str]] = field(default_factory=list)  # ("path:line", reason)
     new_contents: int = 0
     seconds: float = 0.0
     bytes_read: int = 0
@@ -70,10 +80,16 @@ class Ingest:
         include: tuple[str, ...] = (),
         exclude: tuple[str, ...] = (),
         progress: Progress | None = None,
+        records: RecordOptions | None = None,
+        stdin: BinaryIO | None = None,
     ) -> AddSummary:
         started = time.perf_counter()
         roots = []
         for path in paths:
+            if str(path) == STDIN:
+                if records is None or records.format == "auto":
+                    raise InputError("reading standard input needs its record format: --records jsonl|csv|lines")
+                continue
             if not path.exists():
                 raise InputError(f"no such file or folder: {path}")
             roots.append(path.resolve())
@@ -88,10 +104,17 @@ class Ingest:
         for root in roots:
             rows = self.store.files_under(str(root)) if root.is_dir() else [self.store.file_by_path(str(root))]
             self._known.update((row.path, row) for row in rows if row is not None)
+        if any(str(p) == STDIN for p in paths):
+            self._ingest_stdin(stdin, records.resolved(records.format))
         for done, candidate in enumerate(found, 1):
-            self._consider(candidate)
-            if len(self._pending) >= INGEST_BATCH:
+            fmt = records.format_for(candidate.path) if records else None
+            if fmt:
                 self._flush()
+                self._ingest_record_file(candidate, records.resolved(fmt))
+            else:
+                self._consider(candidate)
+                if len(self._pending) >= INGEST_BATCH:
+                    self._flush()
             if progress:
                 progress(done, len(found))
         self._flush()
@@ -101,6 +124,8 @@ class Ingest:
         self.save_state(True)
         self.summary.seconds = time.perf_counter() - started
         return self.summary
+
+    # --- whole files ---------------------------------------------------------------
 
     def _consider(self, candidate: Candidate) -> None:
         path = str(candidate.path)
@@ -137,7 +162,7 @@ class Ingest:
             file_ids = self.store.save_files(
                 [
                     (str(i.candidate.path), i.candidate.size, i.candidate.mtime_ns, i.digest,
-                     "indexed" if i.text else "empty", "file")
+                     "indexed" if i.text else "empty", "file", 0, None)
                     for i in batch
                 ]
             )
@@ -157,6 +182,57 @@ class Ingest:
         for item in batch:
             (self.summary.updated if item.existed else self.summary.added).append(str(item.candidate.path))
 
+    # --- record files --------------------------------------------------------------
+
+    def _ingest_record_file(self, candidate: Candidate, options: RecordOptions) -> None:
+        path = str(candidate.path)
+        known = self._known.get(path)
+        live = known is not None and known.status != "missing"
+        same_reading = live and known.kind == "records" and known.options == options.to_json()
+        if same_reading and known.size == candidate.size and known.mtime_ns == candidate.mtime_ns:
+            self.summary.unchanged += 1
+            return
+        try:
+            with open(candidate.path, "rb") as stream:
+                hasher = xxhash.xxh3_128()
+                start = (0, 0)
+                if same_reading and candidate.size >= known.size and _hash_prefix(stream, known.size, hasher) == known.digest:
+                    start = (known.size, known.records)  # grown, or read part-way before: go on from there
+                    if known.size == candidate.size:
+                        with self.store.transaction():
+                            self.store.touch_file(known.id, candidate.size, candidate.mtime_ns)
+                        self.summary.unchanged += 1
+                        return
+                else:
+                    hasher = xxhash.xxh3_128()
+                read = _RecordRead(self, path, candidate.mtime_ns, options, replace=live and start == (0, 0))
+                read.run(stream, start, hasher, candidate.size)
+        except OSError as exc:
+            self.summary.failed.append((path, exc.strerror or str(exc)))
+            return
+        except DedupError as exc:
+            self.summary.failed.append((path, str(exc)))
+            return
+        (self.summary.updated if live else self.summary.added).append(path)
+
+    def _ingest_stdin(self, stdin: BinaryIO | None, options: RecordOptions) -> None:
+        """Standard input is read as the record file '<stdin>': each add replaces what it held before."""
+        import sys
+
+        source = stdin if stdin is not None else sys.stdin.buffer
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:  # record reading needs to seek
+            size = 0
+            while chunk := source.read(1 << 20):
+                spool.write(chunk)
+                size += len(chunk)
+            known = self.store.file_by_path(STDIN_NAME)
+            live = known is not None and known.status != "missing"
+            read = _RecordRead(self, STDIN_NAME, time.time_ns(), options, replace=live, key_prefix="stdin")
+            read.run(spool, (0, 0), xxhash.xxh3_128(), size)
+        (self.summary.updated if live else self.summary.added).append(STDIN_NAME)
+
+    # --- vanished files ------------------------------------------------------------
+
     def _notice_missing(self, root: Path, seen: set[str]) -> None:
         gone = [f for f in self.store.files_under(str(root)) if f.status != "missing" and f.path not in seen]
         gone = [f for f in gone if not os.path.exists(f.path)]
@@ -167,6 +243,83 @@ class Ingest:
                 self.indexer.remove_documents(self.store.documents_of_file(f.id))
                 self.store.set_file_status(f.id, "missing")
         self.summary.missing += [f.path for f in gone]
+
+
+class _RecordRead:
+    """Streams one record file into the store in batches; the file row records how far it got, so an
+    interrupted read resumes and a grown file is read only past what was read before."""
+
+    def __init__(
+        self, ingest: Ingest, path: str, mtime_ns: int, options: RecordOptions, replace: bool, key_prefix: str = ""
+    ) -> None:
+        self.ingest = ingest
+        self.path = path
+        self.mtime_ns = mtime_ns
+        self.options = options
+        self.replace = replace  # the records stored for this file so far are to be dropped first
+        self.key_prefix = key_prefix or path
+        self.keys: set[str] = set()
+
+    def run(self, stream: BinaryIO, start: tuple[int, int], hasher, size: int) -> None:
+        stream.seek(0)
+        encoding = sniff_encoding(stream.read(64 * 1024))
+        batch: list[tuple[str, str, str, int]] = []
+        offset, line = start
+        summary = self.ingest.summary
+        for item in read_records(stream, self.options, start[0], start[1], encoding, hasher):
+            offset, line = item.end_offset, item.line
+            if isinstance(item, BadRecord):
+                summary.bad_records.append((f"{self.path}:{item.line}", item.reason))
+                continue
+            key = f"{self.key_prefix}#{item.record_id}"
+            if key in self.keys:
+                summary.bad_records.append((f"{self.path}:{item.line}", f"duplicate id {item.record_id!r}"))
+                continue
+            self.keys.add(key)
+            text = normalize(item.text)
+            if text:
+                batch.append((key, item.record_id, text, item.text))
+            if len(batch) >= INGEST_BATCH:
+                self._flush(batch, offset, line, hasher.hexdigest(), done=False)
+                batch = []
+        self._flush(batch, offset, line, hasher.hexdigest(), done=offset >= size)
+        summary.bytes_read += offset - start[0]
+
+    def _flush(self, batch, offset: int, line: int, digest: str, done: bool) -> None:
+        store = self.ingest.store
+        with store.transaction():
+            ids = store.save_files(
+                [(self.path, offset, self.mtime_ns if done else 0, digest, "indexed", "records", line,
+                  self.options.to_json())]
+            )
+            file_id = ids[self.path]
+            if self.replace:
+                self.ingest.indexer.remove_documents(store.documents_of_file(file_id))
+                self.replace = False
+            taken = store.existing_keys([key for key, _, _, _ in batch])
+            documents = []
+            for key, record_id, text, raw in batch:
+                if key in taken:
+                    self.ingest.summary.bad_records.append((key, f"duplicate id {record_id!r} (already stored)"))
+                    continue
+                size = len(raw.encode("utf-8"))
+                documents.append(NewDocument(key, file_id, record_id, text, size, self.mtime_ns, snippet(raw)))
+            self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents)
+            self.ingest.summary.records += len(documents)
+            self.ingest.save_state(False)
+
+
+def _hash_prefix(stream: BinaryIO, length: int, hasher) -> str:
+    """Feed the first length bytes of stream to hasher and return its digest."""
+    stream.seek(0)
+    remaining = length
+    while remaining > 0:
+        chunk = stream.read(min(remaining, 1 << 20))
+        if not chunk:
+            break
+        hasher.update(chunk)
+        remaining -= len(chunk)
+    return hasher.hexdigest()
 
 
 def snippet(raw_text: str) -> str:

@@ -64,6 +64,8 @@ def progress_bar(description: str):
 def add_summary_json(summary: AddSummary) -> dict:
     return {
         **summary.counts(),
+        "records": summary.records,
+        "bad_records": [{"where": w, "reason": r} for w, r in summary.bad_records],
         "new_texts": summary.new_contents,
         "seconds": round(summary.seconds, 3),
         "bytes_read": summary.bytes_read,
@@ -76,6 +78,10 @@ def add_summary_json(summary: AddSummary) -> dict:
 def add_summary(summary: AddSummary, verbose: bool = False) -> None:
     for path, reason in summary.failed:
         err_console.print(f"[red]failed[/red] {path}: {reason}", highlight=False)
+    for where, reason in summary.bad_records[:50]:
+        err_console.print(f"[yellow]bad record[/yellow] {where}: {reason}", highlight=False)
+    if len(summary.bad_records) > 50:
+        err_console.print(f"... and {len(summary.bad_records) - 50} more bad records (see --format json)")
     if verbose:
         for path, reason in summary.skipped:
             console.print(f"[dim]skipped[/dim] {path}: {reason}", highlight=False)
@@ -83,6 +89,8 @@ def add_summary(summary: AddSummary, verbose: bool = False) -> None:
         console.print(f"[yellow]missing[/yellow] {path}", highlight=False)
     counts = summary.counts()
     parts = [f"{name} {count}" for name, count in counts.items()]
+    if summary.records or summary.bad_records:
+        parts.append(f"records {summary.records}, bad records {len(summary.bad_records)}")
     console.print(", ".join(parts) + f" in {summary.seconds:.1f}s", highlight=False)
 
 

@@ -36,6 +36,8 @@ class FileRow:
     digest: str
     status: str
     kind: str
+    records: int
+    options: str | None
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ class Store:
 
     def file_by_path(self, path: str) -> FileRow | None:
         row = self._q(
-            "SELECT id, path, size, mtime_ns, digest, status, kind FROM files WHERE path = ?", (path,)
+            "SELECT id, path, size, mtime_ns, digest, status, kind, records, options FROM files WHERE path = ?", (path,)
         ).fetchone()
         return FileRow(*row) if row else None
 
@@ -169,19 +171,22 @@ class Store:
         """Files recorded at root or below it (a path-prefix range scan on the unique index)."""
         prefix = root.rstrip("/") + "/"
         rows = self._q(
-            "SELECT id, path, size, mtime_ns, digest, status, kind FROM files "
+            "SELECT id, path, size, mtime_ns, digest, status, kind, records, options FROM files "
             "WHERE path = ? OR (path >= ? AND path < ?)",
             (root, prefix, prefix[:-1] + "0"),
         ).fetchall()
         return [FileRow(*r) for r in rows]
 
-    def save_files(self, rows: list[tuple[str, int, int, str, str, str]]) -> dict[str, int]:
-        """Insert or update files from (path, size, mtime_ns, digest, status, kind); returns path -> id."""
+    def save_files(self, rows: list[tuple]) -> dict[str, int]:
+        """Insert or update files from (path, size, mtime_ns, digest, status, kind, records, options);
+        returns path -> id."""
         now = time.time()
         self.conn.executemany(
-            "INSERT INTO files (path, size, mtime_ns, digest, status, kind, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "INSERT INTO files (path, size, mtime_ns, digest, status, kind, records, options, indexed_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
-            "digest = excluded.digest, status = excluded.status, kind = excluded.kind, indexed_at = excluded.indexed_at",
+            "digest = excluded.digest, status = excluded.status, kind = excluded.kind, "
+            "records = excluded.records, options = excluded.options, indexed_at = excluded.indexed_at",
             [(*row, now) for row in rows],
         )
         ids: dict[str, int] = {}
@@ -214,6 +219,12 @@ class Store:
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
+
+    def existing_keys(self, keys: list[str]) -> set[str]:
+        found: set[str] = set()
+        for chunk in _chunks(keys):
+            found.update(r[0] for r in self._q(f"SELECT key FROM documents WHERE key IN ({_marks(len(chunk))})", chunk))
+        return found
 
     _DOCUMENT_SELECT = (
         "SELECT d.id, d.key, f.path, d.record, d.content_id, d.bytes, d.mtime_ns, d.snippet, c.cluster "

@@ -27,6 +27,15 @@ _CJK = (
     "\U00020000-\U0002ffff"  # CJK extensions
 )
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
+# What reposts add around a text without changing it: links, @mentions, hashtags
+# (#word and Weibo's #topic#), and the RT / 转发 markers. They are left out of
+# the shingles so a repost compares by the words it carries.
+_REPOST_NOISE = re.compile(
+    r"(?:https?://|www\.)\S+"
+    r"|@[^\s:：,，。!！?？@#/]+"
+    r"|#[^#\s]{1,40}#|#\w+"
+    r"|\brt\b|转发微博|转发|//"
+)
 _IS_CJK = re.compile(rf"[{_CJK}]")
 _JIEBA_WORD = re.compile(rf"[{_CJK}\w]")
 
@@ -56,7 +65,7 @@ class Tokenizer:
         self._hash_cache: dict[str, int] = {}
 
     def stream(self, normalized_text: str) -> TokenStream:
-        tokens = _TOKEN.findall(normalized_text)
+        tokens = _TOKEN.findall(_REPOST_NOISE.sub(" ", normalized_text))
         cache = self._hash_cache
         if len(cache) > _CACHE_LIMIT:
             cache.clear()

@@ -18,11 +18,13 @@ CREATE TABLE blobs (
 CREATE TABLE files (
     id         INTEGER PRIMARY KEY,
     path       TEXT NOT NULL UNIQUE,
-    size       INTEGER NOT NULL,
-    mtime_ns   INTEGER NOT NULL,
-    digest     TEXT NOT NULL,               -- hash of the raw bytes
+    size       INTEGER NOT NULL,             -- record files read part-way: the bytes read so far
+    mtime_ns   INTEGER NOT NULL,             -- 0 while a record file is read part-way
+    digest     TEXT NOT NULL,                -- hash of the raw bytes (of the part read, for record files)
     status     TEXT NOT NULL CHECK (status IN ('indexed', 'empty', 'missing')),
     kind       TEXT NOT NULL DEFAULT 'file' CHECK (kind IN ('file', 'records')),
+    records    INTEGER NOT NULL DEFAULT 0,   -- record files: records read so far (lines for the line counter)
+    options    TEXT,                         -- record files: JSON of how they are read (format, fields)
     indexed_at REAL NOT NULL
 );
 

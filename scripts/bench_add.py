@@ -45,6 +45,22 @@ def peak_rss_mb() -> float:
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
 
 
+def version() -> str:
+    """The dedupdb commit benchmarked (with '+dirty' when its tree has uncommitted changes)."""
+    import subprocess
+
+    import dedupdb
+
+    root = Path(dedupdb.__file__).resolve().parents[1]
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "dedupdb", "migrations"],
+                               capture_output=True, text=True)
+        return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if rev.returncode == 0 else "unknown"
+    except OSError:
+        return "unknown"
+
+
 def load_texts(limit: int | None) -> list[str]:
     path = EVAL_DIR / CORPUS
     if not path.exists():
@@ -169,6 +185,9 @@ def main() -> None:
     parser.add_argument("--profile-top", type=int, default=25, help="rows of the cProfile listing")
     args = parser.parse_args()
 
+    import dedupdb  # imported before anything is timed, so the version printed is the code measured
+
+    print(f"dedupdb {dedupdb.__version__} at commit {version()}, python {sys.version.split()[0]}", flush=True)
     t0 = time.perf_counter()
     texts = load_texts(args.limit)
     load_seconds = time.perf_counter() - t0

@@ -171,6 +171,21 @@ class Corpus:
         return out
 
 
+MTIME = 1_600_000_000_000_000_000
+
+
+def version() -> str:
+    """The dedupdb commit benchmarked (with '+dirty' when its tree has uncommitted changes)."""
+    root = Path(dedupdb.__file__).resolve().parents[1]
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "dedupdb", "migrations"],
+                               capture_output=True, text=True)
+        return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if rev.returncode == 0 else "unknown"
+    except OSError:
+        return "unknown"
+
+
 def doc_key(i: int) -> str:
     return f"/bench-synthetic/{i // 1000:04d}/{i:07d}.txt"
 
@@ -190,17 +205,19 @@ def build_store(db, corpus: Corpus, ids: list[int], label: str) -> float:
     for start in range(done, len(ids), INGEST_BATCH):
         chunk = ids[start : start + INGEST_BATCH]
         with store.transaction():
-            additions = []
+            rows = []
             for i in chunk:
                 text, _ = corpus.document(i)
                 data = text.encode("utf-8")
-                normalized = normalize(text)
-                file_id = store.save_file(doc_key(i), len(data), 1_600_000_000_000_000_000 + i, bytes_hash(data),
-                                          "indexed" if normalized else "empty")
-                if normalized:
-                    additions.append(NewDocument(doc_key(i), file_id, None, normalized, len(data),
-                                                 1_600_000_000_000_000_000 + i, snippet(text)))
-            indexer.add_documents(additions)
+                rows.append((i, text, data, normalize(text)))
+            file_ids = store.save_files(
+                [(doc_key(i), len(data), MTIME + i, bytes_hash(data), "indexed" if norm else "empty", "file")
+                 for i, _, data, norm in rows]
+            )
+            indexer.add_documents(
+                [NewDocument(doc_key(i), file_ids[doc_key(i)], None, norm, len(data), MTIME + i, snippet(text))
+                 for i, text, data, norm in rows if norm]
+            )
             db._save_idf(False)
         now_done = start + len(chunk)
         if now_done % report_every == 0 or now_done == len(ids):
@@ -358,6 +375,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
+    print(f"dedupdb {dedupdb.__version__} at commit {version()}, python {sys.version.split()[0]}", flush=True)
     t0 = time.perf_counter()
     corpus = Corpus(args.n, args.seed, holdout=args.queries // 2 + 50)
     log(f"corpora loaded in {time.perf_counter() - t0:.1f} s: {corpus.bases:,} corpus texts stored as they are, "
@@ -428,10 +446,7 @@ def main() -> None:
               f"unverified candidates/query (whitespace words: Chinese text becomes few long 'words')")
     print("latency includes normalizing and fingerprinting the query text; dedupdb verifies candidates, datasketch does not")
 
-    if args.db is None:
-        shutil.rmtree(tmpdir, ignore_errors=True)
-    else:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+    shutil.rmtree(tmpdir, ignore_errors=True)  # a --db store lives outside it and is kept
 
 
 if __name__ == "__main__":

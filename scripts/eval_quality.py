@@ -246,7 +246,7 @@ def build_store(ws: Workspace, label: str, docs: list[tuple[str, str]], cfg: Con
         db = dedupdb.open(path)
     store = db.store
     with store.transaction():
-        file_id = store.save_file(f"eval://{label}", 0, 0, "eval", "indexed", kind="records")
+        file_id = _save_file(store, f"eval://{label}")
     for start in range(0, len(docs), INGEST_BATCH):
         batch = [
             NewDocument(key, file_id, key, text, len(text.encode("utf-8")), 0, text[:160])
@@ -255,6 +255,13 @@ def build_store(ws: Workspace, label: str, docs: list[tuple[str, str]], cfg: Con
         with store.transaction():
             db.indexer.add_documents(batch)
     return db, path
+
+
+def _save_file(store, path: str) -> int:
+    """One 'records' file row to hang the documents on (the Store API has had both spellings)."""
+    if hasattr(store, "save_files"):
+        return store.save_files([(path, 0, 0, "eval", "indexed", "records")])[path]
+    return store.save_file(path, 0, 0, "eval", "indexed", kind="records")
 
 
 def reported_pairs(db) -> list[tuple[str, str, float, int | None]]:
@@ -434,8 +441,13 @@ def _space_noise(text: str, rng: random.Random, lang: str) -> str:
     return "\n " + out + " \n\n"
 
 
+_ALNUM_TO_FULL = {ord(c): chr(ord(c) + 0xFEE0) for c in string.ascii_letters + string.digits}
+
+
 def _case_noise(text: str, rng: random.Random, lang: str) -> str:
-    if lang == "zh" or rng.random() < 0.5:
+    if lang == "zh":  # Chinese has no case: upper-case any Latin letters and write letters and digits full-width
+        return text.upper().translate(_ALNUM_TO_FULL)
+    if rng.random() < 0.5:
         return text.upper()
     return " ".join(w.capitalize() if rng.random() < 0.5 else w for w in text.split(" "))
 
@@ -515,8 +527,9 @@ def make_variants(key: str, raw: str, lang: str, pool: list[str], rng: random.Ra
         if rng.random() < 0.5:
             text = FORMAT_NOISE[rng.choice(list(FORMAT_NOISE))](text, rng, lang)
     light = Variant(key, "light", kind, text, changed / n)
-    share = rng.uniform(0.10, 0.20)
-    count = max(1, round(share * n))
+    # 10-20% of the tokens: a whole number of edits inside that band when one exists (short texts)
+    lo, hi = math.ceil(0.10 * n - 1e-9), math.floor(0.20 * n + 1e-9)
+    count = rng.randint(lo, hi) if lo <= hi else max(1, round(0.15 * n))
     heavy = Variant(key, "heavy", "sub/ins/del", _apply_edits(raw, lang, count, ["sub", "ins", "del"], pool, rng), count / n)
     return [light, heavy]
 

@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import dedupdb
+import dedupdb.pipeline as pipeline
+from dedupdb.records import RecordOptions
+
+from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+
+
+def _summary(result) -> dict:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _cluster_keys(cli) -> list[set[str]]:
+    clusters = json.loads(cli("report", "--format", "json").stdout)
+    return [{m["key"].rsplit("/", 1)[-1] for m in c["members"]} for c in clusters]
+
+
+def _jsonl(rows) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
+def test_jsonl_records_with_ids_and_a_malformed_line(cli, tmp_path):
+    path = tmp_path / "posts.jsonl"
+    body = _jsonl([{"id": "p1", "text": CHINESE}, {"id": "p2", "text": CHINESE_EDITED}]) + "{broken\n"
+    body += _jsonl([{"id": "p3", "text": CHINESE_OTHER}, {"id": 4, "body": "no text here"}])
+    write(path, body)
+    summary = _summary(cli("add", str(path), "--id-field", "id", "--format", "json"))
+    assert summary["records"] == 3
+    assert [(b["where"].rsplit("/", 1)[-1], b["reason"]) for b in summary["bad_records"]] == [
+        ("posts.jsonl:3", "invalid JSON (Expecting property name enclosed in double quotes)"),
+        ("posts.jsonl:5", "no field 'text'"),
+    ]
+    assert _cluster_keys(cli) == [{"posts.jsonl#p1", "posts.jsonl#p2"}]
+    hits = json.loads(cli("query", CHINESE, "--format", "json").stdout)
+    assert hits[0]["key"].endswith("posts.jsonl#p1") and hits[0]["record"] == "p1"
+
+
+def test_csv_with_sniffed_delimiter_and_text_field(cli, tmp_path):
+    path = tmp_path / "table.csv"
+    rows = ["id;body;lang", f'a;"{ENGLISH}";en', f'b;"{ENGLISH_EDITED}";en', f"c;{ENGLISH_OTHER.replace(',', '')};en",
+            "d;too;many;fields"]
+    write(path, "\n".join(rows) + "\n")
+    summary = _summary(cli("add", str(path), "--text-field", "body", "--id-field", "id", "--format", "json"))
+    assert summary["records"] == 3
+    assert [b["reason"] for b in summary["bad_records"]] == ["4 fields where the header has 3"]
+    assert _cluster_keys(cli) == [{"table.csv#a", "table.csv#b"}]
+
+
+def test_missing_csv_column_fails_that_file_only(cli, tmp_path):
+    write(tmp_path / "t.csv", "id,body\n1,hello there\n")
+    write(tmp_path / "ok.txt", ENGLISH)
+    summary = _summary(cli("add", str(tmp_path), "--text-field", "text", "--format", "json"))
+    assert summary["failed"] == 1 and "no column 'text'" in summary["failed_paths"][0]["reason"]
+    assert summary["added"] == 1
+
+
+def test_lines_keyed_by_line_number(cli, tmp_path):
+    path = write(tmp_path / "titles.txt", f"{CHINESE}\n\n{CHINESE_OTHER}\n{CHINESE}\n")
+    summary = _summary(cli("add", str(path), "--lines", "--format", "json"))
+    assert summary["records"] == 3
+    clusters = json.loads(cli("report", "--format", "json").stdout)
+    assert clusters[0]["kind"] == "exact"
+    assert {m["key"].rsplit("/", 1)[-1] for m in clusters[0]["members"]} == {"titles.txt#1", "titles.txt#4"}
+
+
+def test_stdin_needs_a_format_and_replaces_itself(cli):
+    result = cli("add", "-")
+    assert result.exit_code == 1 and "--records" in result.output
+    data = _jsonl([{"id": 1, "text": ENGLISH}, {"id": 2, "text": ENGLISH_EDITED}])
+    summary = _summary(cli("add", "-", "--records", "jsonl", "--id-field", "id", "--format", "json", input=data))
+    assert summary["records"] == 2
+    assert _cluster_keys(cli) == [{"stdin#1", "stdin#2"}]
+    summary = _summary(cli("add", "-", "--records", "lines", "--format", "json", input=f"{ENGLISH_OTHER}\n"))
+    assert summary["updated"] == 1
+    assert _cluster_keys(cli) == []
+
+
+def test_grown_file_indexes_only_new_records(cli, tmp_path, db_path):
+    path = tmp_path / "stream.jsonl"
+    write(path, _jsonl([{"id": i, "text": f"{ENGLISH_OTHER} number {i}"} for i in range(3)]))
+    assert _summary(cli("add", str(path), "--id-field", "id", "--format", "json"))["records"] == 3
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(_jsonl([{"id": 3, "text": CHINESE}, {"id": 4, "text": CHINESE_EDITED}]))
+    summary = _summary(cli("add", str(path), "--id-field", "id", "--format", "json"))
+    assert summary["records"] == 2 and summary["updated"] == 1
+    again = _summary(cli("add", str(path), "--id-field", "id", "--format", "json"))
+    assert again["unchanged"] == 1 and again["records"] == 0
+    with dedupdb.open(db_path) as db:
+        assert db.store.counts()["documents"] == 5
+
+
+def test_changed_file_is_reindexed_whole(cli, tmp_path, db_path):
+    path = tmp_path / "s.jsonl"
+    write(path, _jsonl([{"id": 1, "text": ENGLISH}, {"id": 2, "text": ENGLISH_OTHER}]))
+    cli("add", str(path), "--id-field", "id")
+    write(path, _jsonl([{"id": 1, "text": CHINESE}]))
+    summary = _summary(cli("add", str(path), "--id-field", "id", "--format", "json"))
+    assert summary["records"] == 1 and summary["updated"] == 1
+    with dedupdb.open(db_path) as db:
+        assert [h.key.rsplit("/", 1)[-1] for h in db.query(CHINESE)] == ["s.jsonl#1"]
+        assert db.store.counts()["documents"] == 1
+
+
+def test_duplicate_ids_are_reported(cli, tmp_path):
+    path = write(tmp_path / "d.jsonl", _jsonl([{"id": 1, "text": ENGLISH}, {"id": 1, "text": ENGLISH_OTHER}]))
+    summary = _summary(cli("add", str(path), "--id-field", "id", "--format", "json"))
+    assert summary["records"] == 1 and summary["bad_records"][0]["reason"] == "duplicate id '1'"
+
+
+def test_interrupted_record_file_resumes(tmp_path, db_path, monkeypatch):
+    path = write(tmp_path / "big.txt", "".join(f"{ENGLISH_OTHER} line {i}\n" for i in range(25)))
+    monkeypatch.setattr(pipeline, "INGEST_BATCH", 10)
+    real = pipeline.Indexer.add_documents
+    calls = {"n": 0}
+
+    def crash_on_second_batch(self, documents):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(self, documents)
+
+    monkeypatch.setattr(pipeline.Indexer, "add_documents", crash_on_second_batch)
+    options = RecordOptions("lines")
+    with dedupdb.open(db_path) as db:
+        with pytest.raises(KeyboardInterrupt):
+            db.add([path], records=options)
+        assert db.store.counts()["documents"] == 10
+        monkeypatch.setattr(pipeline.Indexer, "add_documents", real)
+        summary = db.add([path], records=options)
+        assert summary.records == 15
+        keys = {r[0] for r in db.store.conn.execute("SELECT key FROM documents")}
+        assert keys == {f"{path}#{i}" for i in range(1, 26)}
