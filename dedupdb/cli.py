@@ -225,5 +225,46 @@ def reindex(
         )
 
 
+class StreamFormat(str, Enum):
+    lines = "lines"
+    jsonl = "jsonl"
+    csv = "csv"
+
+
+@app.command(name="filter")
+@friendly
+def filter_(
+    fmt: StreamFormat = typer.Option(StreamFormat.lines, "--format", help="Record format of input and output."),
+    text_field: Optional[str] = typer.Option(None, "--text-field", help="JSONL key or CSV column with the text."),
+    id_field: Optional[str] = typer.Option(None, "--id-field", help="JSONL key or CSV column with the record id."),
+    capacity: int = typer.Option(10_000_000, "--capacity", help="Distinct records the Bloom filter is sized for."),
+    error_rate: float = typer.Option(0.001, "--error-rate", help="Bloom filter false-positive rate at capacity."),
+    near: bool = typer.Option(False, "--near", help="Also drop near-duplicates (MinHash LSH in memory)."),
+    threshold: Optional[float] = typer.Option(None, help="Jaccard threshold for --near [default: 0.5]."),
+    dropped: Optional[Path] = typer.Option(None, "--dropped", help="Write each dropped record, with what it duplicates."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Also drop records already in this database."),
+) -> None:
+    """Copy records from stdin to stdout, leaving out those seen before. Needs no database."""
+    from .streamfilter import FilterOptions, run_filter
+
+    options = FilterOptions(
+        RecordOptions(fmt.value, text_field, id_field).resolved(fmt.value), capacity, error_rate, near, threshold
+    )
+    warn = lambda message: render.err_console.print(f"Warning: {message}", highlight=False)  # noqa: E731
+    database = Database.open(db, create=False) if db else None
+    try:
+        dropped_file = open(dropped, "w", encoding="utf-8") if dropped else None
+    except OSError as exc:
+        raise DedupError(f"cannot write {dropped}: {exc.strerror or exc}") from None
+    try:
+        report = run_filter(sys.stdin.buffer, sys.stdout, options, dropped_file, database, warn)
+    finally:
+        if dropped_file:
+            dropped_file.close()
+        if database:
+            database.close()
+    render.filter_report(report)
+
+
 def main() -> None:
     app()

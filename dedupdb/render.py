@@ -196,3 +196,19 @@ def stats_table(stats: dict) -> None:
             value = ", ".join(f"{k}={v}" for k, v in value.items())
         table.add_row(name.replace("_", " "), str(value))
     console.print(table)
+
+
+# --- filter ------------------------------------------------------------------
+
+
+def filter_report(report) -> None:
+    """The filter's tally on stderr, so stdout carries only records."""
+    for line, reason in report.bad_records[:20]:
+        err_console.print(f"[yellow]bad record[/yellow] line {line}: {reason}", highlight=False)
+    err_console.print(
+        f"read {report.read}, kept {report.kept}, exact duplicates {report.exact_duplicates}, "
+        f"near duplicates {report.near_duplicates}, already stored {report.stored_duplicates}, "
+        f"bad records {len(report.bad_records)}; Bloom filter {report.bloom_bits} bits, {report.bloom_hashes} hashes, "
+        f"estimated false-positive rate {report.false_positive_rate:.2e}",
+        highlight=False,
+    )
