@@ -225,6 +225,43 @@ def reindex(
         )
 
 
+class KeepRule(str, Enum):
+    first = "first"
+    last = "last"
+    longest = "longest"
+    shortest = "shortest"
+
+
+class ExportFormat(str, Enum):
+    jsonl = "jsonl"
+    csv = "csv"
+    lines = "lines"
+
+
+@app.command()
+@friendly
+def export(
+    db: Optional[Path] = DbOption,
+    unique: bool = typer.Option(False, "--unique", help="One document per duplicate cluster (and every unique one)."),
+    keep: KeepRule = typer.Option(KeepRule.first, "--keep", help="Which member of a cluster --unique keeps."),
+    fmt: ExportFormat = typer.Option(ExportFormat.jsonl, "--format", help="Output format."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here instead of standard output."),
+) -> None:
+    """Write the stored documents' texts, read back from their sources, for the next step of a pipeline."""
+    warn = lambda message: render.err_console.print(f"Warning: {message}", highlight=False)  # noqa: E731
+    with _open(db) as database:
+        records = database.export(unique=unique, keep=keep.value, warn=warn)
+        if output is None:
+            count = render.export_records(records, fmt.value)
+        else:
+            try:
+                with open(output, "w", encoding="utf-8", newline="") as out:
+                    count = render.export_records(records, fmt.value, out)
+            except OSError as exc:
+                raise DedupError(f"cannot write {output}: {exc.strerror or exc}") from None
+    render.err_console.print(f"exported {count} documents", highlight=False)
+
+
 class StreamFormat(str, Enum):
     lines = "lines"
     jsonl = "jsonl"

@@ -18,6 +18,7 @@ from .lsh import Banding, optimal_banding
 from .minhash import sketch_jaccard
 from .normalize import normalize
 from .pipeline import AddSummary, Ingest, Progress
+from .export import ExportedRecord, export_records
 from .records import RecordOptions
 from .store import DocumentRow, Store
 from .weights import CorpusIdf
@@ -48,6 +49,7 @@ class Member:
     similarity: float  # Jaccard to the cluster's representative
     exact: bool        # same normalized text as the representative
     snippet: str
+    document_id: int   # order of arrival: a smaller id was stored earlier
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ class Database:
                 similarity = 1.0 if same else round(
                     sketch_jaccard(sketches[rep.content_id], sketches[d.content_id], self.settings.sketch_size), 4
                 )
-                built.append(Member(d.key, d.path, d.record, d.bytes, d.mtime_ns, similarity, same, d.snippet))
+                built.append(Member(d.key, d.path, d.record, d.bytes, d.mtime_ns, similarity, same, d.snippet, d.id))
             built.sort(key=lambda m: (m.key != rep.key, -m.similarity, m.key))
             kind = "exact" if all(m.exact for m in built) else "near"
             cluster = Cluster(cluster_id, built, kind)
@@ -230,6 +232,10 @@ class Database:
                 out.append(cluster)
         out.sort(key=lambda c: (-c.reclaimable_bytes, -len(c.members), c.representative.key))
         return out
+
+    def export(self, unique: bool = True, keep: str = "first", warn=None) -> Iterator[ExportedRecord]:
+        """Every stored document's text read back from its source; with unique, one per cluster (see export.py)."""
+        return export_records(self, unique, keep, warn)
 
     def pairs(self) -> Iterator[Pair]:
         """Every verified near-duplicate pair between distinct texts, highest similarity first."""

@@ -212,3 +212,25 @@ def filter_report(report) -> None:
         f"estimated false-positive rate {report.false_positive_rate:.2e}",
         highlight=False,
     )
+
+
+# --- export ------------------------------------------------------------------
+
+
+def export_records(records, fmt: str, out: TextIO | None = None) -> int:
+    """Write exported records: JSON Lines (JSONL sources verbatim), CSV of key and text, or one text a line."""
+    out = out or sys.stdout
+    writer = csv.writer(out) if fmt == "csv" else None
+    if writer:
+        writer.writerow(["key", "text"])
+    count = 0
+    for r in records:
+        if fmt == "jsonl":
+            out.write((r.raw if r.source == "jsonl" else json.dumps({"key": r.key, "text": r.text}, ensure_ascii=False)))
+            out.write("\n")
+        elif writer:
+            writer.writerow([r.key, r.text])
+        else:
+            out.write(" ".join(r.text.split()) + "\n")
+        count += 1
+    return count

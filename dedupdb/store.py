@@ -195,6 +195,16 @@ class Store:
             ids.update(self.conn.execute(f"SELECT path, id FROM files WHERE path IN ({_marks(len(chunk))})", chunk))
         return ids
 
+    def indexed_files(self) -> list[FileRow]:
+        rows = self._q(
+            "SELECT id, path, size, mtime_ns, digest, status, kind, records, options FROM files "
+            "WHERE status = 'indexed' ORDER BY id"
+        ).fetchall()
+        return [FileRow(*r) for r in rows]
+
+    def keys_of_file(self, file_id: int) -> set[str]:
+        return {r[0] for r in self._q("SELECT key FROM documents WHERE file_id = ?", (file_id,))}
+
     def touch_file(self, file_id: int, size: int, mtime_ns: int) -> None:
         self.conn.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, file_id))
         self.conn.execute("UPDATE documents SET mtime_ns = ? WHERE file_id = ?", (mtime_ns, file_id))

@@ -1,0 +1,80 @@
+"""Reading stored documents back from their sources, optionally one per duplicate cluster.
+
+The store keeps fingerprints, not texts, so an export re-reads each file (or
+record file) and passes on the documents still as they were indexed; a source
+changed since then is reported and left out rather than exported wrongly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InputError, ReadError
+from .records import BadRecord, RecordOptions, read_records, sniff_encoding
+from .sources import file_text, read_bytes
+
+KEEP_RULES = ("first", "last", "longest", "shortest")
+
+
+@dataclass(frozen=True)
+class ExportedRecord:
+    key: str
+    text: str
+    raw: str          # the record as it stands in its source (the whole text for a file)
+    source: str       # "file", or the record format: "jsonl", "csv", "lines"
+
+
+def dropped_keys(clusters, keep: str) -> set[str]:
+    """Keys of every cluster member except the one the rule keeps."""
+    if keep not in KEEP_RULES:
+        raise InputError(f"unknown keep rule {keep!r}; use one of {', '.join(KEEP_RULES)}")
+    rules = {
+        "first": lambda m: m.document_id,
+        "last": lambda m: -m.document_id,
+        "longest": lambda m: (-m.bytes, m.document_id),
+        "shortest": lambda m: (m.bytes, m.document_id),
+    }
+    drop: set[str] = set()
+    for cluster in clusters:
+        kept = min(cluster.members, key=rules[keep])
+        drop.update(m.key for m in cluster.members if m.key != kept.key)
+    return drop
+
+
+def export_records(db, unique: bool, keep: str, warn: Callable[[str], None] | None = None) -> Iterator[ExportedRecord]:
+    warn = warn or (lambda message: None)
+    drop = dropped_keys(db.clusters(), keep) if unique else set()
+    for row in db.store.indexed_files():
+        path = Path(row.path)
+        try:
+            st = os.stat(path)
+        except OSError:
+            warn(f"{row.path}: cannot be read back (gone or not a file); left out")
+            continue
+        changed = st.st_size != row.size or (row.mtime_ns and st.st_mtime_ns != row.mtime_ns)
+        if changed or not row.mtime_ns:
+            warn(f"{row.path}: changed since it was indexed; run 'dedupdb add' again; left out")
+            continue
+        if row.kind == "file":
+            if row.path in drop:
+                continue
+            try:
+                text = file_text(path, read_bytes(path))
+            except ReadError as exc:
+                warn(f"{exc}; left out")
+                continue
+            yield ExportedRecord(row.path, text, text, "file")
+            continue
+        options = RecordOptions.from_json(row.options)
+        stored = db.store.keys_of_file(row.id)
+        with open(path, "rb") as stream:
+            encoding = sniff_encoding(stream.read(64 * 1024))
+            for item in read_records(stream, options, 0, 0, encoding):
+                if isinstance(item, BadRecord):
+                    continue
+                key = f"{row.path}#{item.record_id}"
+                if key in stored and key not in drop:
+                    yield ExportedRecord(key, item.text, item.raw, options.format)

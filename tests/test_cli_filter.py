@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dedupdb.bloom import BloomFilter, optimal_size
+from dedupdb.cli import app
+from dedupdb.streamfilter import FilterOptions, run_filter
+from dedupdb.records import RecordOptions
+
+from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+
+
+def test_bloom_sizing_follows_the_formulas():
+    bits, hashes = optimal_size(1_000_000, 0.01)
+    assert bits == math.ceil(-1_000_000 * math.log(0.01) / math.log(2) ** 2) == 9_585_059
+    assert hashes == round(bits / 1_000_000 * math.log(2)) == 7
+
+
+def test_bloom_never_forgets_and_errs_within_its_rate():
+    rng = np.random.default_rng(42)
+    n, rate = 20_000, 0.01
+    bloom = BloomFilter(n, rate)
+    h1, h2 = rng.integers(0, 2**63, n, dtype=np.uint64), rng.integers(0, 2**63, n, dtype=np.uint64)
+    bloom.add_new(h1, h2)
+    # no false negatives, ever
+    assert bloom.add_new(h1, h2).all()
+    # false positives on fresh items: near the configured rate (binomial bounds, fixed seed)
+    trials = 50_000
+    fresh = bloom.add_new(rng.integers(0, 2**63, trials, dtype=np.uint64), rng.integers(0, 2**63, trials, dtype=np.uint64))
+    observed = fresh.mean()
+    sigma = math.sqrt(rate * (1 - rate) / trials)
+    assert observed <= rate + 4 * sigma
+    assert abs(bloom.expected_false_positive_rate(n) - rate) < 0.002
+
+
+def _run(text: str, **kwargs) -> tuple[str, object, str]:
+    out, dropped = io.StringIO(), io.StringIO()
+    options = FilterOptions(**kwargs)
+    report = run_filter(io.BytesIO(text.encode("utf-8")), out, options, dropped)
+    return out.getvalue(), report, dropped.getvalue()
+
+
+def test_filter_lines_is_exact_on_small_input():
+    lines = [ENGLISH, ENGLISH.upper(), ENGLISH_OTHER, CHINESE, "Ｔｈｅ  " + ENGLISH[4:], CHINESE, "", CHINESE_OTHER]
+    out, report, dropped = _run("\n".join(lines) + "\n")
+    assert out.splitlines() == [ENGLISH, ENGLISH_OTHER, CHINESE, CHINESE_OTHER]
+    assert (report.read, report.kept, report.exact_duplicates) == (7, 4, 3)
+    records = [json.loads(line) for line in dropped.splitlines()]
+    assert [(r["key"], r["duplicate_of"]) for r in records] == [("2", "1"), ("5", "1"), ("6", "4")]
+
+
+def test_filter_without_dropped_file_uses_the_bloom_filter_alone():
+    out = io.StringIO()
+    lines = "".join(f"record {i % 500}\n" for i in range(5000))
+    report = run_filter(io.BytesIO(lines.encode()), out, FilterOptions(capacity=1000, error_rate=0.001))
+    assert len(out.getvalue().splitlines()) == report.kept == 500
+    assert report.false_positive_rate < 0.001
+
+
+def test_filter_near_stage():
+    text = "\n".join([CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER]) + "\n"
+    out, report, dropped = _run(text, near=True)
+    assert out.splitlines() == [CHINESE, ENGLISH, ENGLISH_OTHER]
+    assert report.near_duplicates == 2
+    assert [json.loads(d)["duplicate_of"] for d in dropped.splitlines()] == ["1", "3"]
+
+
+def test_filter_jsonl_with_ids_and_bad_lines():
+    rows = [{"id": "a", "text": ENGLISH}, {"id": "b", "text": ENGLISH.lower()}, {"id": "c"}]
+    text = "".join(json.dumps(r) + "\n" for r in rows) + "not json\n"
+    out, report, dropped = _run(text, records=RecordOptions("jsonl", "text", "id"))
+    assert [json.loads(line)["id"] for line in out.splitlines()] == ["a"]
+    assert [reason for _, reason in report.bad_records] == ["no field 'text'", "invalid JSON (Expecting value)"]
+    assert json.loads(dropped)["duplicate_of"] == "a"
+
+
+def test_filter_csv_keeps_header():
+    text = f'id,body\n1,"{ENGLISH}"\n2,"{ENGLISH.upper()}"\n3,other words here\n'
+    out, report, _ = _run(text, records=RecordOptions("csv", "body", "id"))
+    assert out.splitlines()[0] == "id,body" and len(out.splitlines()) == 3
+    assert report.exact_duplicates == 1
+
+
+def test_filter_cli_with_dropped_and_database(runner, cli, tmp_path, db_path):
+    write(tmp_path / "stored.txt", ENGLISH)
+    assert cli("add", str(tmp_path / "stored.txt")).exit_code == 0
+    dropped = tmp_path / "dropped.jsonl"
+    data = "\n".join([ENGLISH_OTHER, ENGLISH, ENGLISH_OTHER, CHINESE]) + "\n"
+    result = runner.invoke(app, ["filter", "--dropped", str(dropped), "--db", str(db_path)], input=data)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[:2] == [ENGLISH_OTHER, CHINESE]
+    assert "kept 2" in result.stderr and "already stored 1" in result.stderr
+    stages = [(json.loads(line)["stage"], json.loads(line)["duplicate_of"]) for line in dropped.read_text().splitlines()]
+    assert stages == [("database", str(tmp_path / "stored.txt")), ("exact", "1")]
+
+
+def test_filter_warns_when_capacity_is_exceeded(runner):
+    data = "".join(f"distinct line {i}\n" for i in range(50))
+    result = runner.invoke(app, ["filter", "--capacity", "10"], input=data)
+    assert result.exit_code == 0 and "raise --capacity" in result.stderr
+
+
+def test_export_unique(cli, tmp_path):
+    rows = [{"id": 1, "text": CHINESE}, {"id": 2, "text": CHINESE_EDITED + "，真的"}, {"id": 3, "text": ENGLISH_OTHER}]
+    write(tmp_path / "posts.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    write(tmp_path / "lines.txt", f"{ENGLISH}\n{ENGLISH_EDITED}\n")
+    assert cli("add", str(tmp_path / "posts.jsonl"), "--id-field", "id").exit_code == 0
+    assert cli("add", str(tmp_path / "lines.txt"), "--lines").exit_code == 0
+    result = cli("export", "--unique")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert json.loads(lines[0]) == rows[0] and json.loads(lines[1]) == rows[2]  # JSONL records verbatim
+    assert json.loads(lines[2]) == {"key": str(tmp_path / "lines.txt") + "#1", "text": ENGLISH}
+    assert len(lines) == 3
+    longest = cli("export", "--unique", "--keep", "longest", "--format", "lines").stdout.splitlines()
+    assert CHINESE_EDITED + "，真的" in longest and ENGLISH in longest and len(longest) == 3
+    shortest = cli("export", "--unique", "--keep", "shortest", "--format", "lines").stdout.splitlines()
+    assert CHINESE in shortest and ENGLISH_EDITED in shortest
+    everything = cli("export", "--format", "csv").stdout.splitlines()
+    assert everything[0] == "key,text" and len(everything) == 6
+
+
+def test_export_leaves_out_changed_sources(cli, tmp_path):
+    path = write(tmp_path / "a.txt", ENGLISH)
+    cli("add", str(path))
+    write(path, ENGLISH_OTHER + " and more")
+    result = cli("export")
+    assert result.stdout == "" and "changed since it was indexed" in result.stderr
