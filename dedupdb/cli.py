@@ -262,6 +262,142 @@ def export(
     render.err_console.print(f"exported {count} documents", highlight=False)
 
 
+@app.command()
+@friendly
+def diff(
+    a: str = typer.Argument(..., help="A stored document's key or path, or any file."),
+    b: str = typer.Argument(..., help="The other one."),
+    db: Optional[Path] = DbOption,
+    unified: bool = typer.Option(False, "--unified", "-u", help="One text with deletions and insertions marked."),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="table, or json for the opcodes."),
+) -> None:
+    """Show what differs between two documents: characters for Chinese, words otherwise."""
+    from .diff import diff_texts
+
+    with _open(db) as database:
+        label_a, text_a = database.document_text(a)
+        label_b, text_b = database.document_text(b)
+        jaccard = database.similarity(text_a, text_b)
+    result = diff_texts(text_a, text_b)
+    if fmt is ListFormat.json:
+        render.write_json(render.diff_json(label_a, text_a, label_b, text_b, jaccard, result))
+    else:
+        render.diff_view(label_a, text_a, label_b, text_b, jaccard, result, unified)
+
+
+class KeepFileRule(str, Enum):
+    newest = "newest"
+    oldest = "oldest"
+    longest = "longest"
+    shortest = "shortest"
+    largest = "largest"
+    smallest = "smallest"
+
+
+class CleanAction(str, Enum):
+    list = "list"
+    move = "move"
+    trash = "trash"
+    hardlink = "hardlink"
+
+
+@app.command()
+@friendly
+def clean(
+    db: Optional[Path] = DbOption,
+    keep: KeepFileRule = typer.Option(KeepFileRule.newest, "--keep", help="Which file of each cluster stays."),
+    prefer: Optional[Path] = typer.Option(None, "--prefer", help="Keep a file under this folder where there is one."),
+    action: CleanAction = typer.Option(CleanAction.list, "--action", help="What happens to the other files."),
+    to: Optional[Path] = typer.Option(None, "--to", help="For --action move: the folder to move them into."),
+    cluster: Optional[int] = typer.Option(None, "--cluster", help="Only this cluster (ids as in 'report')."),
+    min_similarity: float = typer.Option(0.0, "--min-similarity", help="Leave files less similar than this."),
+    exact_only: bool = typer.Option(False, "--exact-only", help="Only exact copies."),
+    under: Optional[Path] = typer.Option(None, "--under", help="Only act on files under this folder."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Carry the plan out (without this: a dry run)."),
+    null: bool = typer.Option(False, "-0", "--null", help="With --action list: separate paths with NUL."),
+) -> None:
+    """Plan which file of each duplicate cluster to keep and what to do with the rest; a dry run unless --yes."""
+    from .cleanup import carry_out, make_plan
+
+    with _open(db) as database:
+        plan = make_plan(database, keep.value, prefer, action.value, cluster, min_similarity, exact_only, under)
+        if action is CleanAction.list:
+            render.plan_paths(plan, null)
+            return
+        if action is CleanAction.move and to is None:
+            raise DedupError("--action move needs --to DIR")
+        render.plan_table(plan, action.value, to)
+        if not plan.steps:
+            return
+        if not yes:
+            if sys.stdin.isatty() and render.console.is_terminal:
+                yes = typer.confirm(f"{action.value} {len(plan.steps)} files?", default=False)
+            if not yes:
+                render.console.print("Dry run: nothing was changed. Add --yes to carry out this plan.")
+                return
+        with render.progress_bar("Cleaning") as progress:
+            outcome = carry_out(database, plan, action.value, to, progress)
+    render.clean_outcome(outcome, action.value)
+    if outcome.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+@friendly
+def undo(
+    batch: Optional[int] = typer.Argument(None, help="The journal batch to undo [default: the latest]."),
+    db: Optional[Path] = DbOption,
+) -> None:
+    """Put back what a cleanup batch did, and say plainly what cannot be put back."""
+    from .cleanup import undo as undo_batch
+
+    with _open(db) as database:
+        outcome = undo_batch(database, batch)
+    render.undo_outcome(outcome)
+
+
+@app.command()
+@friendly
+def journal(
+    db: Optional[Path] = DbOption,
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
+) -> None:
+    """List cleanup batches, newest first, with what became of their actions."""
+    with _open(db) as database:
+        batches = database.store.journal_batches()
+    if fmt is ListFormat.json:
+        render.write_json(render.journal_json(batches))
+    else:
+        render.journal_table(batches)
+
+
+@app.command()
+@friendly
+def rm(
+    items: list[str] = typer.Argument(..., help="Document keys, files or folders to forget (files stay on disk)."),
+    db: Optional[Path] = DbOption,
+) -> None:
+    """Forget documents: they leave the index and their clusters; the files themselves are not touched."""
+    with _open(db) as database:
+        forgotten, unmatched = database.forget(items)
+    for item in unmatched:
+        render.err_console.print(f"not in the database: {item}", highlight=False)
+    render.console.print(f"forgot {forgotten} documents", highlight=False)
+    if unmatched and not forgotten:
+        raise typer.Exit(1)
+
+
+@app.command()
+@friendly
+def prune(db: Optional[Path] = DbOption) -> None:
+    """Forget the files that are gone from disk."""
+    with _open(db) as database:
+        gone = database.prune()
+    for path in gone:
+        render.console.print(f"forgot {path}", highlight=False)
+    render.console.print(f"pruned {len(gone)} files", highlight=False)
+
+
 class StreamFormat(str, Enum):
     lines = "lines"
     jsonl = "jsonl"

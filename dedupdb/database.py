@@ -20,6 +20,7 @@ from .normalize import normalize
 from .pipeline import AddSummary, Ingest, Progress
 from .export import ExportedRecord, export_records
 from .records import RecordOptions
+from .sources import decode_file
 from .store import DocumentRow, Store
 from .weights import CorpusIdf
 
@@ -50,6 +51,7 @@ class Member:
     exact: bool        # same normalized text as the representative
     snippet: str
     document_id: int   # order of arrival: a smaller id was stored earlier
+    content_id: int
 
 
 @dataclass(frozen=True)
@@ -224,7 +226,7 @@ class Database:
                 similarity = 1.0 if same else round(
                     sketch_jaccard(sketches[rep.content_id], sketches[d.content_id], self.settings.sketch_size), 4
                 )
-                built.append(Member(d.key, d.path, d.record, d.bytes, d.mtime_ns, similarity, same, d.snippet, d.id))
+                built.append(Member(d.key, d.path, d.record, d.bytes, d.mtime_ns, similarity, same, d.snippet, d.id, d.content_id))
             built.sort(key=lambda m: (m.key != rep.key, -m.similarity, m.key))
             kind = "exact" if all(m.exact for m in built) else "near"
             cluster = Cluster(cluster_id, built, kind)
@@ -232,6 +234,76 @@ class Database:
                 out.append(cluster)
         out.sort(key=lambda c: (-c.reclaimable_bytes, -len(c.members), c.representative.key))
         return out
+
+    def document_text(self, key_or_path: str) -> tuple[str, str]:
+        """(label, text) of a stored document, read back from its source, or of any file on disk."""
+        found = self.store.documents_by_keys([key_or_path])
+        if not found:
+            resolved = str(Path(key_or_path).expanduser().resolve())
+            found = self.store.documents_by_keys([resolved])
+        if found:
+            key = found[0][2]
+            for record in export_records(self, unique=False, keep="first", only={key}):
+                return key, record.text
+            raise InputError(f"{key} cannot be read back from its source (changed or gone since it was indexed)")
+        path = Path(key_or_path).expanduser()
+        if path.is_file():
+            return str(path), decode_file(path)
+        raise InputError(f"{key_or_path} is neither a stored document nor a file")
+
+    def similarity(self, text_a: str, text_b: str) -> float:
+        """Jaccard similarity of two texts' shingles, as dedupdb judges documents."""
+        a = self.fingerprinter.one(normalize(text_a))
+        b = self.fingerprinter.one(normalize(text_b))
+        return round(sketch_jaccard(a.sketch, b.sketch, self.settings.sketch_size), 4)
+
+    # --- forgetting ------------------------------------------------------------
+
+    def forget_file(self, path: str, status: str | None = None) -> int:
+        """Drop a file's documents from the index (inside the caller's transaction); with status, keep its row
+        marked so ('missing' after a cleanup moved it away), else delete the row. Returns documents dropped."""
+        row = self.store.file_by_path(path)
+        if row is None:
+            return 0
+        documents = self.store.documents_of_file(row.id)
+        self.indexer.remove_documents(documents)
+        if status:
+            self.store.set_file_status(row.id, status)
+        else:
+            self.store.delete_files([row.id])
+        return len(documents)
+
+    def forget(self, items: list[str]) -> tuple[int, list[str]]:
+        """Forget documents by key, or every document of a file or of the files under a folder.
+        Returns how many documents were forgotten and the items that matched nothing."""
+        forgotten, unmatched = 0, []
+        with self.store.transaction():
+            for item in items:
+                by_key = self.store.documents_by_keys([item])
+                if by_key:
+                    self.indexer.remove_documents([(d, c) for d, c, _ in by_key])
+                    forgotten += len(by_key)
+                    continue
+                path = str(Path(item).expanduser().resolve())
+                rows = self.store.files_under(path)
+                if not rows:
+                    unmatched.append(item)
+                for row in rows:
+                    forgotten += self.forget_file(row.path)
+        return forgotten, unmatched
+
+    def prune(self) -> list[str]:
+        """Forget files gone from disk (marked missing by an add, or found gone now); returns their paths."""
+        gone = []
+        with self.store.transaction():
+            for row in self.store.missing_files() + [
+                f for f in self.store.indexed_files() + self.store.empty_files() if not Path(f.path).exists()
+            ]:
+                if row.path == "<stdin>":
+                    continue
+                self.forget_file(row.path)
+                gone.append(row.path)
+        return gone
 
     def export(self, unique: bool = True, keep: str = "first", warn=None) -> Iterator[ExportedRecord]:
         """Every stored document's text read back from its source; with unique, one per cluster (see export.py)."""

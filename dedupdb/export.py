@@ -44,10 +44,17 @@ def dropped_keys(clusters, keep: str) -> set[str]:
     return drop
 
 
-def export_records(db, unique: bool, keep: str, warn: Callable[[str], None] | None = None) -> Iterator[ExportedRecord]:
+def export_records(
+    db, unique: bool, keep: str, warn: Callable[[str], None] | None = None, only: set[str] | None = None
+) -> Iterator[ExportedRecord]:
+    """Stored documents read back from their sources, in the order their files were indexed; only, if given,
+    limits this to those keys."""
     warn = warn or (lambda message: None)
     drop = dropped_keys(db.clusters(), keep) if unique else set()
-    for row in db.store.indexed_files():
+    rows = db.store.indexed_files()
+    if only is not None:
+        rows = [r for r in rows if r.path in only or any(k.startswith(r.path + "#") for k in only)]
+    for row in rows:
         path = Path(row.path)
         try:
             st = os.stat(path)
@@ -59,7 +66,7 @@ def export_records(db, unique: bool, keep: str, warn: Callable[[str], None] | No
             warn(f"{row.path}: changed since it was indexed; run 'dedupdb add' again; left out")
             continue
         if row.kind == "file":
-            if row.path in drop:
+            if row.path in drop or (only is not None and row.path not in only):
                 continue
             try:
                 text = file_text(path, read_bytes(path))
@@ -76,5 +83,5 @@ def export_records(db, unique: bool, keep: str, warn: Callable[[str], None] | No
                 if isinstance(item, BadRecord):
                     continue
                 key = f"{row.path}#{item.record_id}"
-                if key in stored and key not in drop:
+                if key in stored and key not in drop and (only is None or key in only):
                     yield ExportedRecord(key, item.text, item.raw, options.format)

@@ -234,3 +234,125 @@ def export_records(records, fmt: str, out: TextIO | None = None) -> int:
             out.write(" ".join(r.text.split()) + "\n")
         count += 1
     return count
+
+
+# --- diff ----------------------------------------------------------------------
+
+
+def diff_json(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: float, result) -> dict:
+    return {
+        "a": label_a,
+        "b": label_b,
+        "unit": result.unit,
+        "jaccard": jaccard,
+        "ratio": result.ratio,
+        "bytes": {"a": len(text_a.encode("utf-8")), "b": len(text_b.encode("utf-8"))},
+        "opcodes": [
+            {"op": o.op, "a": [o.a_start, o.a_end], "b": [o.b_start, o.b_end], "a_text": o.a_text, "b_text": o.b_text}
+            for o in result.opcodes
+        ],
+    }
+
+
+def diff_view(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: float, result, unified: bool) -> None:
+    from rich.text import Text
+
+    console.print(
+        f"jaccard {jaccard:.3f} · {result.unit}-level ratio {result.ratio:.3f} · "
+        f"{human_bytes(len(text_a.encode()))} vs {human_bytes(len(text_b.encode()))} · {len(result.changes)} changes",
+        highlight=False,
+    )
+    if unified:
+        merged = Text()
+        for o in result.opcodes:
+            if o.op == "equal":
+                merged.append(o.a_text)
+            else:
+                merged.append(o.a_text, style="bold red strike")
+                merged.append(o.b_text, style="bold green")
+        console.print(f"--- {label_a}\n+++ {label_b}", highlight=False, markup=False)
+        console.print(merged)
+        return
+    left, right = Text(), Text()
+    for o in result.opcodes:
+        left.append(o.a_text, style=None if o.op == "equal" else "bold red")
+        right.append(o.b_text, style=None if o.op == "equal" else "bold green")
+    table = Table(expand=True, highlight=False)
+    table.add_column(label_a, ratio=1)
+    table.add_column(label_b, ratio=1)
+    table.add_row(left, right)
+    console.print(table)
+
+
+# --- cleanup -------------------------------------------------------------------
+
+
+def plan_paths(plan, null: bool) -> None:
+    separator = "\0" if null else "\n"
+    sys.stdout.write("".join(step.remove.path + separator for step in plan.steps))
+
+
+def plan_table(plan, action: str, to) -> None:
+    if not plan.steps:
+        console.print("Nothing to clean.")
+        return
+    table = Table("cluster", "keep", action, "similarity", "size", highlight=False)
+    for step in plan.steps:
+        table.add_row(
+            str(step.cluster), step.keep.path, step.remove.path,
+            "exact" if step.exact else f"{step.similarity:.2f}", human_bytes(step.remove.bytes),
+        )
+    console.print(table)
+    where = f" into {to}" if to else ""
+    console.print(
+        f"{len(plan.steps)} files to {action}{where}, {human_bytes(plan.reclaimable_bytes)} reclaimed; "
+        f"{len(plan.passed_over)} left alone",
+        highlight=False,
+    )
+
+
+def clean_outcome(outcome, action: str) -> None:
+    for path, why in outcome.skipped:
+        err_console.print(f"[yellow]skipped[/yellow] {path}: {why}", highlight=False)
+    for path, why in outcome.failed:
+        err_console.print(f"[red]failed[/red] {path}: {why}", highlight=False)
+    batch = f" (journal batch {outcome.batch}; 'dedupdb undo {outcome.batch}' puts it back)" if outcome.batch else ""
+    console.print(
+        f"{action}: {len(outcome.done)} done, {len(outcome.skipped)} skipped, {len(outcome.failed)} failed{batch}",
+        highlight=False,
+    )
+
+
+def undo_outcome(outcome) -> None:
+    for path, why in outcome.cannot:
+        err_console.print(f"[yellow]cannot restore[/yellow] {path}: {why}", highlight=False)
+    console.print(
+        f"batch {outcome.batch}: {len(outcome.restored)} restored, {len(outcome.cannot)} cannot be restored",
+        highlight=False,
+    )
+
+
+def journal_json(batches) -> list[dict]:
+    return [
+        {
+            "batch": b[0],
+            "created": datetime.fromtimestamp(b[1]).isoformat(timespec="seconds"),
+            "action": b[2],
+            "target": b[3],
+            "undone": None if b[4] is None else datetime.fromtimestamp(b[4]).isoformat(timespec="seconds"),
+            "entries": b[5],
+        }
+        for b in batches
+    ]
+
+
+def journal_table(batches) -> None:
+    if not batches:
+        console.print("The journal is empty.")
+        return
+    table = Table("batch", "created", "action", "target", "entries", "undone", highlight=False)
+    for item in journal_json(batches):
+        entries = ", ".join(f"{k} {v}" for k, v in sorted(item["entries"].items()))
+        table.add_row(str(item["batch"]), item["created"], item["action"], item["target"] or "", entries,
+                      item["undone"] or "")
+    console.print(table)

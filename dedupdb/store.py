@@ -202,6 +202,12 @@ class Store:
         ).fetchall()
         return [FileRow(*r) for r in rows]
 
+    def empty_files(self) -> list[FileRow]:
+        rows = self._q(
+            "SELECT id, path, size, mtime_ns, digest, status, kind, records, options FROM files WHERE status = 'empty'"
+        ).fetchall()
+        return [FileRow(*r) for r in rows]
+
     def keys_of_file(self, file_id: int) -> set[str]:
         return {r[0] for r in self._q("SELECT key FROM documents WHERE file_id = ?", (file_id,))}
 
@@ -425,6 +431,73 @@ class Store:
             rows = self._q(self._DOCUMENT_SELECT + f"WHERE c.cluster IN ({_marks(len(chunk))})", chunk).fetchall()
             out.extend(DocumentRow(*r) for r in rows)
         return out
+
+    # --- forgetting -----------------------------------------------------------
+
+    def documents_by_keys(self, keys: list[str]) -> list[tuple[int, int, str]]:
+        """(document id, content id, key) of the documents with these keys."""
+        out = []
+        for chunk in _chunks(keys):
+            out += self._q(
+                f"SELECT id, content_id, key FROM documents WHERE key IN ({_marks(len(chunk))})", chunk
+            ).fetchall()
+        return out
+
+    def delete_files(self, file_ids: list[int]) -> None:
+        for chunk in _chunks(file_ids):
+            self.conn.execute(f"DELETE FROM files WHERE id IN ({_marks(len(chunk))})", chunk)
+
+    def missing_files(self) -> list[FileRow]:
+        rows = self._q(
+            "SELECT id, path, size, mtime_ns, digest, status, kind, records, options FROM files WHERE status = 'missing'"
+        ).fetchall()
+        return [FileRow(*r) for r in rows]
+
+    # --- journal ---------------------------------------------------------------
+
+    def create_batch(self, action: str, target: str | None, entries: list[tuple[str, str | None, int, int, str]]) -> int:
+        """A journal batch with its entries (source, destination, size, mtime_ns, digest), all 'planned'."""
+        cursor = self.conn.execute(
+            "INSERT INTO journal_batches (created_at, action, target) VALUES (?, ?, ?)", (time.time(), action, target)
+        )
+        batch_id = cursor.lastrowid
+        self.conn.executemany(
+            "INSERT INTO journal_entries (batch_id, source, destination, size, mtime_ns, digest, status) "
+            "VALUES (?, ?, ?, ?, ?, ?, 'planned')",
+            [(batch_id, *entry) for entry in entries],
+        )
+        return batch_id
+
+    def journal_entries(self, batch_id: int) -> list[tuple]:
+        """(id, source, destination, size, mtime_ns, digest, status, message) in the order they were planned."""
+        return self._q(
+            "SELECT id, source, destination, size, mtime_ns, digest, status, message FROM journal_entries "
+            "WHERE batch_id = ? ORDER BY id",
+            (batch_id,),
+        ).fetchall()
+
+    def set_entry_status(self, entry_id: int, status: str, message: str | None = None) -> None:
+        self.conn.execute("UPDATE journal_entries SET status = ?, message = ? WHERE id = ?", (status, message, entry_id))
+
+    def journal_batches(self) -> list[tuple]:
+        """(id, created_at, action, target, undone_at, {status: count}) newest first."""
+        batches = self._q(
+            "SELECT id, created_at, action, target, undone_at FROM journal_batches ORDER BY id DESC"
+        ).fetchall()
+        counts: dict[int, dict[str, int]] = {}
+        for batch_id, status, count in self._q(
+            "SELECT batch_id, status, count(*) FROM journal_entries GROUP BY batch_id, status"
+        ):
+            counts.setdefault(batch_id, {})[status] = count
+        return [(*b, counts.get(b[0], {})) for b in batches]
+
+    def batch(self, batch_id: int) -> tuple | None:
+        return self._q(
+            "SELECT id, created_at, action, target, undone_at FROM journal_batches WHERE id = ?", (batch_id,)
+        ).fetchone()
+
+    def mark_batch_undone(self, batch_id: int) -> None:
+        self.conn.execute("UPDATE journal_batches SET undone_at = ? WHERE id = ?", (time.time(), batch_id))
 
     # --- statistics ----------------------------------------------------------
 

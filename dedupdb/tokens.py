@@ -56,6 +56,12 @@ class TokenStream:
         return bool(self.tokens) and 2 * self.cjk_tokens >= len(self.tokens)
 
 
+def is_mostly_cjk(text: str) -> bool:
+    """True when at least half of a text's tokens are CJK characters (the rule shingling follows too)."""
+    tokens = _TOKEN.findall(text)
+    return bool(tokens) and 2 * sum(1 for t in tokens if _IS_CJK.match(t)) >= len(tokens)
+
+
 class Tokenizer:
     """Turns normalized text into tokens and 32-bit shingle hashes; caches token hashes."""
 

@@ -8,9 +8,11 @@ character substitutions, deleted spans, appended suffixes) until N is reached.
 Generation is deterministic for a given --seed, so a store built once can be
 reused with --db.
 
-To build fast the store is written through the library's own indexing path
-(Indexer.add_documents inside Store.transaction, with a synthetic file row per
-document, as pipeline.Ingest._flush does) instead of writing N files to disk.
+The store is built through the public API: the documents are written as JSONL
+record files of 50,000 records each, and each file is indexed with
+db.add([file], records=RecordOptions(format="jsonl", id_field="id")); the build
+time counts the adds only. Record files are resumable, so an interrupted build
+with --db goes on where it stopped.
 
 Then it times, in the same run:
   * Database.query(text) over --queries texts (half edited versions of stored
@@ -43,12 +45,8 @@ import time
 from pathlib import Path
 
 import dedupdb
-from dedupdb.config import INGEST_BATCH
 from dedupdb.errors import InputError
-from dedupdb.hashing import bytes_hash
-from dedupdb.index import NewDocument
 from dedupdb.normalize import normalize
-from dedupdb.pipeline import snippet
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 CORPORA = [
@@ -171,9 +169,6 @@ class Corpus:
         return out
 
 
-MTIME = 1_600_000_000_000_000_000
-
-
 def version() -> str:
     """The dedupdb commit benchmarked (with '+dirty' when its tree has uncommitted changes)."""
     root = Path(dedupdb.__file__).resolve().parents[1]
@@ -186,53 +181,51 @@ def version() -> str:
         return "unknown"
 
 
-def doc_key(i: int) -> str:
-    return f"/bench-synthetic/{i // 1000:04d}/{i:07d}.txt"
+SHARD_DOCS = 50_000  # documents per JSONL record file
 
 
-# --- building a dedupdb store ----------------------------------------------------------
+def write_shard(path: Path, corpus: Corpus, ids: list[int]) -> None:
+    if path.exists():
+        return  # same seed, same ids: the same bytes
+    tmp = path.with_suffix(".partial")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for i in ids:
+            fh.write(json.dumps({"id": str(i), "text": corpus.document(i)[0]}, ensure_ascii=False) + "\n")
+    tmp.rename(path)
 
 
-def build_store(db, corpus: Corpus, ids: list[int], label: str) -> float:
-    """Index documents ids (resuming after those already stored); returns seconds spent."""
-    store, indexer = db.store, db.indexer
-    done = store._q("SELECT count(*) FROM files").fetchone()[0]
-    if done:
-        log(f"[{label}] resuming after {done:,} documents already stored")
-    started = last = time.perf_counter()
-    last_done = done
-    report_every = max(INGEST_BATCH, (len(ids) // 20) // INGEST_BATCH * INGEST_BATCH)
-    for start in range(done, len(ids), INGEST_BATCH):
-        chunk = ids[start : start + INGEST_BATCH]
-        with store.transaction():
-            rows = []
-            for i in chunk:
-                text, _ = corpus.document(i)
-                data = text.encode("utf-8")
-                rows.append((i, text, data, normalize(text)))
-            file_ids = store.save_files(
-                [(doc_key(i), len(data), MTIME + i, bytes_hash(data), "indexed" if norm else "empty", "file")
-                 for i, _, data, norm in rows]
-            )
-            indexer.add_documents(
-                [NewDocument(doc_key(i), file_ids[doc_key(i)], None, norm, len(data), MTIME + i, snippet(text))
-                 for i, text, data, norm in rows if norm]
-            )
-            db._save_idf(False)
-        now_done = start + len(chunk)
-        if now_done % report_every == 0 or now_done == len(ids):
-            now = time.perf_counter()
-            log(f"[{label}] {now_done:>9,}/{len(ids):,} docs  {now - started:7.0f} s  "
-                f"last {now_done - last_done:,} at {(now_done - last_done) / (now - last):,.0f} docs/s  "
-                f"RSS {peak_rss_mb():,.0f} MB")
-            last, last_done = now, now_done
-    db._save_idf(True)
-    with store.transaction():
-        store.write_meta({"bench.n": str(len(ids)), "bench.seed": str(corpus.seed)})
-    return time.perf_counter() - started
+def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str) -> float:
+    """Index documents ids through the public API: db.add on JSONL record files of SHARD_DOCS documents,
+    one add per file (a file already indexed is skipped as unchanged, so an interrupted build resumes)."""
+    from dedupdb.records import RecordOptions
+
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    options = RecordOptions(format="jsonl", text_field="text", id_field="id")
+    spent = write_seconds = 0.0
+    done = 0
+    for k, first in enumerate(range(0, len(ids), SHARD_DOCS)):
+        chunk = ids[first : first + SHARD_DOCS]
+        shard = shard_dir / f"shard-{k:04d}.jsonl"
+        t0 = time.perf_counter()
+        write_shard(shard, corpus, chunk)
+        t1 = time.perf_counter()
+        summary = db.add([shard], records=options)
+        t2 = time.perf_counter()
+        write_seconds += t1 - t0
+        spent += t2 - t1
+        done += len(chunk)
+        bad = getattr(summary, "bad_records", [])
+        log(f"[{label}] {done:>9,}/{len(ids):,} docs  add {spent:7.0f} s  this file {len(chunk) / (t2 - t1):,.0f} docs/s"
+            f"{'' if summary.added else ' (already indexed)'}  {len(bad)} bad records  RSS {peak_rss_mb():,.0f} MB")
+        if summary.failed:
+            log(f"[{label}] failed: {summary.failed[:3]}")
+    with db.store.transaction():
+        db.store.write_meta({"bench.n": str(len(ids)), "bench.seed": str(corpus.seed)})
+    log(f"[{label}] generating and writing the JSONL shards took {write_seconds:.0f} s (not counted)")
+    return spent
 
 
-def open_or_build(path: Path, corpus: Corpus, ids: list[int], label: str) -> tuple[object, float | None]:
+def open_or_build(path: Path, corpus: Corpus, ids: list[int], shard_dir: Path, label: str):
     db = dedupdb.open(path)
     meta = db.store.read_meta()
     if meta.get("bench.n") == str(len(ids)) and meta.get("bench.seed") == str(corpus.seed):
@@ -240,7 +233,7 @@ def open_or_build(path: Path, corpus: Corpus, ids: list[int], label: str) -> tup
         return db, None
     if meta.get("bench.seed", str(corpus.seed)) != str(corpus.seed):
         sys.exit(f"{path} was built with another --seed; give a new --db")
-    return db, build_store(db, corpus, ids, label)
+    return db, build_store(db, corpus, ids, shard_dir, label)
 
 
 def file_bytes(path: Path) -> int:
@@ -275,7 +268,7 @@ def time_dedupdb_queries(db, queries, warmup) -> dict:
         times[kind].append(time.perf_counter() - t0)
         hits_total += len(hits)
         if source is not None:
-            found += any(h.key == doc_key(source) for h in hits)
+            found += any(h.record == str(source) for h in hits)
         elif hits:
             false_hits += 1
     # Where the time goes: the same queries through the lower-level calls.
@@ -372,6 +365,8 @@ def main() -> None:
                         help="also time dedupdb on a store of the same --ds-n subset (built in a temporary file)")
     parser.add_argument("--skip-datasketch", action="store_true")
     parser.add_argument("--cli-runs", type=int, default=5, help="cold CLI query runs (median reported)")
+    parser.add_argument("--keep-shards", action="store_true",
+                        help="keep the JSONL record files the store is built from (next to the store, PATH.shards)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
@@ -385,7 +380,10 @@ def main() -> None:
 
     tmpdir = Path(tempfile.mkdtemp(prefix="dedupdb-bench-query-"))
     db_path = args.db or tmpdir / f"store-{args.n}.db"
-    db, build_seconds = open_or_build(db_path, corpus, list(range(args.n)), f"dedupdb {args.n:,}")
+    shard_dir = db_path.with_name(db_path.name + ".shards")
+    db, build_seconds = open_or_build(db_path, corpus, list(range(args.n)), shard_dir, f"dedupdb {args.n:,}")
+    if not args.keep_shards:
+        shutil.rmtree(shard_dir, ignore_errors=True)
     counts = db.store.counts()
     db.close()
     size = file_bytes(db_path)
@@ -403,14 +401,15 @@ def main() -> None:
         ds_ids = sorted(sources | set(rest[: max(0, args.ds_n - len(sources))]))
     ds = None if args.skip_datasketch else time_datasketch(corpus, ds_ids, queries)
     if args.same_size:
-        small_db, small_build = open_or_build(tmpdir / "same-size.db", corpus, ds_ids, f"dedupdb {len(ds_ids):,}")
+        small_db, small_build = open_or_build(tmpdir / "same-size.db", corpus, ds_ids, tmpdir / "same-size.shards",
+                                                  f"dedupdb {len(ds_ids):,}")
         small = time_dedupdb_queries(small_db, queries, warmup)
         small["build"] = small_build
         small_db.close()
 
     print(f"\nstore: {db_path}  {counts}")
     if build_seconds is not None:
-        print(f"built in {build_seconds:,.0f} s ({args.n / build_seconds:,.0f} docs/s, Indexer.add_documents path)")
+        print(f"built in {build_seconds:,.0f} s ({args.n / build_seconds:,.0f} docs/s, db.add on JSONL record files)")
     print(f"database {size / 1e9:.2f} GB = {size / args.n:,.0f} bytes/document; peak RSS {peak_rss_mb():,.0f} MB")
     print(f"queries: {len(queries)} ({sum(k == 'edited' for k, _, _ in queries)} edited stored documents, "
           f"{sum(k == 'unrelated' for k, _, _ in queries)} unrelated held-out texts)\n")

@@ -1,0 +1,205 @@
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import dedupdb
+import dedupdb.cleanup as cleanup
+
+from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+
+
+@pytest.fixture
+def archive(tmp_path, cli):
+    """Three copies of a report (one older), an edited variant, a Chinese pair and a loner; indexed."""
+    root = tmp_path / "archive"
+    files = {
+        "2021/report.txt": ENGLISH,
+        "backup/report.txt": ENGLISH,
+        "backup/old/report (1).txt": ENGLISH,
+        "drafts/report-v2.txt": ENGLISH_EDITED,
+        "zh/a.txt": CHINESE,
+        "zh/b.txt": CHINESE_EDITED,
+        "weather.txt": ENGLISH_OTHER,
+    }
+    for i, (name, text) in enumerate(sorted(files.items())):
+        path = write(root / name, text)
+        os.utime(path, ns=(10**18 + i * 10**9, 10**18 + i * 10**9))
+    assert cli("add", str(root)).exit_code == 0
+    return root
+
+
+def _snapshot(root):
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_dry_run_changes_nothing(cli, archive, tmp_path):
+    before = _snapshot(archive)
+    result = cli("clean", "--action", "move", "--to", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    assert "Dry run" in result.stdout and "files to move" in result.stdout
+    assert _snapshot(archive) == before and not (tmp_path / "out").exists()
+
+
+def test_move_then_undo_restores_byte_for_byte(cli, archive, tmp_path):
+    before = _snapshot(archive)
+    out = tmp_path / "out"
+    planned = cli("clean", "--action", "list", "--keep", "oldest").stdout.splitlines()
+    result = cli("clean", "--action", "move", "--to", str(out), "--keep", "oldest", "--yes")
+    assert result.exit_code == 0, result.output
+    moved = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert moved == sorted(p.lstrip("/") for p in planned)
+    assert len(moved) == 4  # two copies and the variant of the report, one of the Chinese pair
+    kept = set(_snapshot(archive))
+    assert {"2021/report.txt", "weather.txt"} <= kept
+    assert len([k for k in kept if k.startswith("zh/")]) == 1
+    report = json.loads(cli("report", "--format", "json").stdout)
+    assert report == []  # what was moved left the index
+
+    journal = json.loads(cli("journal", "--format", "json").stdout)
+    assert journal[0]["action"] == "move" and journal[0]["entries"] == {"done": 4}
+    result = cli("undo")
+    assert result.exit_code == 0 and "4 restored" in result.stdout
+    assert _snapshot(archive) == before
+    assert len(json.loads(cli("report", "--format", "json").stdout)) == 2
+    assert cli("undo").exit_code == 1  # nothing left to undo
+
+
+def test_prefer_under_and_filters(cli, archive):
+    paths = cli("clean", "--prefer", str(archive / "backup"), "--exact-only").stdout.splitlines()
+    # the newest file under backup/ stays
+    assert sorted(os.path.relpath(p, archive) for p in paths) == ["2021/report.txt", "backup/old/report (1).txt"]
+    paths = cli("clean", "--under", str(archive / "zh"), "-0").stdout
+    assert paths.endswith("\0") and paths.count("\0") == 1 and "/zh/" in paths
+    paths = cli("clean", "--min-similarity", "0.99").stdout.splitlines()
+    assert not any("report-v2" in p or "/zh/" in p for p in paths)
+
+
+def test_edited_file_is_skipped_and_last_copy_kept(cli, archive, tmp_path):
+    write(archive / "backup/report.txt", ENGLISH + " edited after indexing")
+    os.utime(archive / "backup/report.txt", ns=(10**18 + 3 * 10**9, 10**18 + 3 * 10**9))
+    result = cli("clean", "--action", "move", "--to", str(tmp_path / "out"), "--keep", "oldest", "--exact-only",
+                 "--yes")
+    assert "backup/report.txt: changed since it was indexed" in result.output
+    assert (archive / "backup/report.txt").exists() and (archive / "2021/report.txt").exists()
+    # the kept copy is never in the plan, whatever the rule
+    for rule in ("newest", "oldest", "largest", "smallest", "longest", "shortest"):
+        with _db(cli) as db:
+            plan = cleanup.make_plan(db, keep=rule, action="move")
+            clusters = {s.cluster for s in plan.steps}
+            for c in db.clusters():
+                if c.id in clusters:
+                    acted = {s.remove.path for s in plan.steps if s.cluster == c.id}
+                    assert len(acted) < len(c.members)
+
+
+def _db(cli):
+    import inspect
+
+    return dedupdb.open(inspect.getclosurevars(cli).nonlocals["db_path"], create=False)
+
+
+def test_interrupted_batch_is_consistent_and_undoable(cli, archive, tmp_path, monkeypatch):
+    before = _snapshot(archive)
+    real_move = cleanup.safe_move
+    calls = {"n": 0}
+
+    def failing_move(source, destination):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # e.g. Ctrl-C between two files
+        return real_move(source, destination)
+
+    monkeypatch.setattr(cleanup, "safe_move", failing_move)
+    result = cli("clean", "--action", "move", "--to", str(tmp_path / "out"), "--yes")
+    assert result.exit_code == 130
+    journal = json.loads(cli("journal", "--format", "json").stdout)
+    assert journal[0]["entries"] == {"done": 2, "planned": 2}
+    # every file is in exactly one of its two places
+    out_files = {str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    for name in before:
+        inside = (archive / name).exists()
+        outside = str((archive / name).relative_to("/")) in out_files
+        assert inside != outside or (inside and not outside)
+    assert len(out_files) == 2
+    monkeypatch.setattr(cleanup, "safe_move", real_move)
+    result = cli("undo")
+    assert result.exit_code == 0 and "2 restored" in result.stdout
+    assert _snapshot(archive) == before
+
+
+def test_failed_action_is_journaled(cli, archive, tmp_path):
+    out = tmp_path / "out"
+    target = out / str(archive / "backup/report.txt").lstrip("/")
+    target.parent.mkdir(parents=True)
+    target.write_text("already here")
+    result = cli("clean", "--action", "move", "--to", str(out), "--keep", "oldest", "--exact-only", "--yes")
+    assert result.exit_code == 1 and "destination exists" in result.output
+    journal = json.loads(cli("journal", "--format", "json").stdout)
+    assert journal[0]["entries"] == {"done": 1, "failed": 1}
+    assert target.read_text() == "already here"
+
+
+def test_hardlink_and_undo(cli, archive):
+    result = cli("clean", "--action", "hardlink", "--keep", "oldest", "--yes")
+    assert result.exit_code == 0, result.output
+    kept = archive / "2021/report.txt"
+    assert os.path.samefile(kept, archive / "backup/report.txt")
+    assert not os.path.samefile(kept, archive / "drafts/report-v2.txt")  # not exact: left alone
+    mtime = 10**18 + 1 * 10**9  # its modification time before it became a link
+    assert cli("undo").exit_code == 0
+    assert not os.path.samefile(kept, archive / "backup/report.txt")
+    assert (archive / "backup/report.txt").read_text() == ENGLISH
+    assert (archive / "backup/old/report (1).txt").stat().st_mtime_ns == mtime
+
+
+def test_trash_and_honest_undo(cli, archive, isolated_dirs):
+    result = cli("clean", "--action", "trash", "--under", str(archive / "zh"), "--yes")
+    assert result.exit_code == 0, result.output
+    assert len(list((archive / "zh").iterdir())) == 1
+    trash = isolated_dirs / "data" / "Trash" / "files"
+    assert len(list(trash.iterdir())) == 1
+    result = cli("undo")
+    assert "cannot be restored" in result.stdout and "system trash" in result.output
+
+
+def test_records_are_never_cleaned(cli, tmp_path):
+    write(tmp_path / "posts.txt", f"{ENGLISH}\n{ENGLISH}\n")
+    cli("add", str(tmp_path / "posts.txt"), "--lines")
+    result = cli("clean", "--action", "move", "--to", str(tmp_path / "out"), "--yes")
+    assert "Nothing to clean" in result.stdout and (tmp_path / "posts.txt").exists()
+
+
+def test_rm_and_prune(cli, archive):
+    result = cli("rm", str(archive / "zh"), str(archive / "nope.txt"))
+    assert "forgot 2 documents" in result.stdout and "not in the database" in result.output
+    assert len(json.loads(cli("report", "--format", "json").stdout)) == 1
+    (archive / "backup/report.txt").unlink()
+    (archive / "drafts/report-v2.txt").unlink()
+    result = cli("prune")
+    assert "pruned 2 files" in result.stdout
+    cluster = json.loads(cli("report", "--format", "json").stdout)[0]
+    assert len(cluster["members"]) == 2
+    assert cli("rm", "nothing-here").exit_code == 1
+
+
+def test_diff_english_words_and_chinese_characters(cli, archive):
+    result = cli("diff", str(archive / "2021/report.txt"), str(archive / "drafts/report-v2.txt"), "--format", "json")
+    data = json.loads(result.stdout)
+    assert data["unit"] == "word"
+    changes = [(o["a_text"], o["b_text"]) for o in data["opcodes"] if o["op"] != "equal"]
+    assert changes == [("policy", "plan"), (".", "!")]
+    assert 0.5 < data["jaccard"] < 1 and data["bytes"]["a"] == len(ENGLISH)
+    data = json.loads(cli("diff", str(archive / "zh/a.txt"), str(archive / "zh/b.txt"), "--format", "json").stdout)
+    assert data["unit"] == "character"
+    assert [(o["a_text"], o["b_text"]) for o in data["opcodes"] if o["op"] != "equal"] == [("很", "许"), ("。", "！")]
+    table = cli("diff", str(archive / "zh/a.txt"), str(archive / "zh/b.txt"))
+    assert table.exit_code == 0 and "jaccard" in table.stdout
+    unified = cli("diff", str(archive / "zh/a.txt"), str(archive / "zh/b.txt"), "--unified")
+    assert "+++" in unified.stdout
+    assert cli("diff", "nope", "nada").exit_code == 1
