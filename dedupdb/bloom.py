@@ -49,7 +49,12 @@ class BloomFilter:
         present = (self._array[byte] >> bit) & 1
         seen = present.all(axis=1)
         fresh = ~seen
-        np.bitwise_or.at(self._array, byte[fresh].ravel(), (np.uint8(1) << bit[fresh]).ravel())
+        where, masks = byte[fresh].ravel(), (np.uint8(1) << bit[fresh]).ravel()
+        # A fancy-indexed |= keeps one write per repeated byte; the few bits it loses are set again exactly.
+        self._array[where] |= masks
+        lost = (self._array[where] & masks) != masks
+        if lost.any():
+            np.bitwise_or.at(self._array, where[lost], masks[lost])
         self.count += int(fresh.sum())
         return seen
 

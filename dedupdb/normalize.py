@@ -36,3 +36,46 @@ def normalize(text: str) -> str:
         if pattern.search(text):  # most text has nothing to fold: searching is far cheaper than translating
             text = text.translate(table)
     return " ".join(text.split())
+
+
+_FULL_WIDTH_FIRST, _FULL_WIDTH_LAST, _FULL_WIDTH_OFFSET = 0xFF01, 0xFF5E, 0xFEE0
+_NEEDS_CARE = "\uffff"  # marks invisible characters in the block path: those lines take the careful path
+
+
+@lru_cache(maxsize=1)
+def _code_point_table():
+    """A uint32 map over the Basic Multilingual Plane of what normalize() does one character at a time without
+    changing NFKC's outcome: full-width ASCII to ASCII, the ideographic space to a space, traditional to
+    simplified Chinese; invisible characters go to a marker."""
+    import numpy as np
+
+    table = np.arange(0x10000, dtype=np.uint32)
+    table[_FULL_WIDTH_FIRST : _FULL_WIDTH_LAST + 1] -= _FULL_WIDTH_OFFSET
+    table[0x3000] = ord(" ")
+    fold, _ = _fold_table()
+    for code, target in fold.items():
+        if code < 0x10000:
+            table[code] = ord(_NEEDS_CARE) if target is None else ord(target)
+    return table
+
+
+def normalize_lines(lines: list[str]) -> list[str]:
+    """normalize() of each line (none may contain a newline), several times faster for many short lines: case
+    folding and the one-to-one character maps run once over the lines joined, in numpy, and only lines that
+    still are not in NFKC after that go through normalize() itself."""
+    if not lines:
+        return []
+    import numpy as np
+
+    block = "\n".join(lines).casefold()
+    if not block.isascii():
+        points = np.frombuffer(block.encode("utf-32-le"), dtype="<u4")
+        mapped = np.where(points < 0x10000, _code_point_table()[points & 0xFFFF], points)
+        if not np.array_equal(mapped, points):
+            block = mapped.astype("<u4").tobytes().decode("utf-32-le")
+    out = block.split("\n")
+    quick = unicodedata.is_normalized
+    return [
+        " ".join(text.split()) if quick("NFKC", text) and _NEEDS_CARE not in text else normalize(original)
+        for text, original in zip(out, lines)
+    ]

@@ -31,6 +31,7 @@ import math
 import random
 import re
 import shutil
+import sqlite3
 import string
 import sys
 import tempfile
@@ -258,10 +259,17 @@ def build_store(ws: Workspace, label: str, docs: list[tuple[str, str]], cfg: Con
 
 
 def _save_file(store, path: str) -> int:
-    """One 'records' file row to hang the documents on (the Store API has had both spellings)."""
-    if hasattr(store, "save_files"):
-        return store.save_files([(path, 0, 0, "eval", "indexed", "records")])[path]
-    return store.save_file(path, 0, 0, "eval", "indexed", kind="records")
+    """One 'records' file row to hang the documents on. The Store API has changed shape more than once
+    (save_file, then save_files with 6 and with 8 columns), so try the known shapes in turn."""
+    if not hasattr(store, "save_files"):
+        return store.save_file(path, 0, 0, "eval", "indexed", kind="records")
+    base = (path, 0, 0, "eval", "indexed", "records")
+    for extra in ((0, None), ()):  # (records, options) since record files became resumable
+        try:
+            return store.save_files([base + extra])[path]
+        except sqlite3.ProgrammingError:
+            continue
+    raise RuntimeError("cannot create a file row with this version of dedupdb.store.Store.save_files")
 
 
 def reported_pairs(db) -> list[tuple[str, str, float, int | None]]:
@@ -502,10 +510,12 @@ def _apply_edits(raw: str, lang: str, count: int, ops: list[str], pool: list[str
 def make_variants(key: str, raw: str, lang: str, pool: list[str], rng: random.Random) -> list[Variant]:
     units, editable = _edit_units(raw, lang)
     n = len(editable)
-    budget = max(1, math.floor(0.05 * n))
+    budget = math.floor(0.05 * n + 1e-9)  # light edits change at most 5% of the tokens (none below 20 tokens)
     # light: one primary kind, sometimes one more kind of token-neutral format noise
     kinds = ["width", "case", "whitespace", "signature", "hashtag", "url", "substitute"]
     kind = rng.choice(kinds)
+    if kind not in FORMAT_NOISE and budget == 0:
+        kind = rng.choice(list(FORMAT_NOISE))  # too short for any token change within 5%
     text, changed = raw, 0
     if kind in FORMAT_NOISE:
         text = FORMAT_NOISE[kind](text, rng, lang)
@@ -522,8 +532,8 @@ def make_variants(key: str, raw: str, lang: str, pool: list[str], rng: random.Ra
             text = text.rstrip() + add
         else:
             kind = "substitute"
-            changed = budget
-            text = _apply_edits(text, lang, budget, ["sub"], pool, rng)
+            changed = rng.randint(1, budget)
+            text = _apply_edits(text, lang, changed, ["sub"], pool, rng)
         if rng.random() < 0.5:
             text = FORMAT_NOISE[rng.choice(list(FORMAT_NOISE))](text, rng, lang)
     light = Variant(key, "light", kind, text, changed / n)
@@ -601,10 +611,12 @@ def edits(corpus: str, cfg: Config, args, ws: Workspace) -> dict:
         vset = shingle_set(tok, normalize(v.text))
         true_j = jaccard(vset, sets[v.original])
         hits = db.query(v.text, top=args.top)
-        ok = any(h.key == v.original for h in hits)
+        mine = next((h for h in hits if h.key == v.original), None)
+        ok = mine is not None
         c = per_level[v.level]
         c["n"] += 1
         c["found"] += ok
+        c["within"] += ok and abs(mine.jaccard - true_j) <= 0.05 + 1e-9
         c["reach"] += true_j >= t - 1e-12
         c["reach_found"] += ok and true_j >= t - 1e-12
         c["hits"] += len(hits)
@@ -628,6 +640,7 @@ def edits(corpus: str, cfg: Config, args, ws: Workspace) -> dict:
             "edit_share": c["edit_share_x1000"] / 1000 / c["n"],
             "false_hits": ratio(c["false_hits"], c["hits"]),
             "found": c["found"],
+            "within05": ratio(c["within"], c["found"]),
         }
     result["kinds"] = {k: (c["n"], c["found"]) for k, c in per_kind.items()}
     db.close()
@@ -649,11 +662,11 @@ def report_fidelity(results: list[dict], cfg: Config) -> None:
     for r in results:
         rows.append([SHORT.get(r["corpus"], r["corpus"]), r["docs"], r["bands"], r["true"], r["reported"], r["recall"],
                      r["within05"], r["mh"], r["precision"], r["precision_lenient"], r["mh_within05"], r["missed"],
-                     r["lsh_miss"], r["sketch_miss"]])
+                     r["lsh_miss"], r["sketch_miss"], round(r["build_s"], 1)])
     table(
         f"A. Fidelity to exact Jaccard (threshold {t}, word_ngram {cfg.word_ngram}, cjk_ngram {cfg.cjk_ngram})",
         ["corpus", "texts", "bands", "true>=t", "reported", "recall", "within.05", "minhash", "prec", "prec(t-.05)",
-         "mh.within.05", "missed", "miss:lsh", "miss:sketch"],
+         "mh.within.05", "missed", "miss:lsh", "miss:sketch", "build.s"],
         rows,
     )
     rows = [[SHORT.get(r["corpus"], r["corpus"]), r["sim_only"], r["sim_true"], r["sim_low"], r["sim_median_j"],
@@ -676,13 +689,13 @@ def report_edits(results: list[dict], cfg: Config) -> None:
         for level in ("light", "heavy"):
             x = r[level]
             rows.append([SHORT.get(r["corpus"], r["corpus"]), level, x["n"], x["edit_share"], x["mean_j"], x["reach"],
-                         x["recall"], x["recall_reach"], x["false_hits"],
+                         x["recall"], x["recall_reach"], x["within05"], x["false_hits"],
                          r["pairs"] if level == "light" else "", r["false_pairs"] if level == "light" else "",
                          ratio(r["false_pairs"], r["pairs"]) if level == "light" else ""])
     table(
         f"B. Known edits (threshold {cfg.threshold}, word_ngram {cfg.word_ngram}, cjk_ngram {cfg.cjk_ngram}; "
         f"query top={ARGS.top}; false = true J < {ARGS.false_j})",
-        ["corpus", "level", "variants", "edit.share", "mean.trueJ", "J>=t", "recall", "recall|J>=t", "falsehit%",
+        ["corpus", "level", "variants", "edit.share", "mean.trueJ", "J>=t", "recall", "recall|J>=t", "within.05", "falsehit%",
          "pairs", "false", "false%"],
         rows,
     )
@@ -714,6 +727,9 @@ def summary_row(fid: list[dict], eds: list[dict]) -> dict:
         "heavy_pooled": ratio(sum(r["heavy"]["found"] for r in eds), heavy_n),
         "false": ratio(false, pairs),
         "false_worst": worst_false,
+        "hit_within05": ratio(sum(r["light"]["within05"] * r["light"]["found"] + r["heavy"]["within05"] * r["heavy"]["found"]
+                                  for r in eds), sum(r["light"]["found"] + r["heavy"]["found"] for r in eds)),
+        "build_s": sum(r["build_s"] for r in fid),
     }
 
 
@@ -774,13 +790,13 @@ def run_sweep(args, ws: Workspace) -> None:
                 fid = (en["fid"] if en else []) + (zh["fid"] if zh else [])
                 eds = (en["eds"] if en else []) + (zh["eds"] if zh else [])
                 s = summary_row(fid, eds)
-                rows.append([t, w, c, s["fid_recall"], s["within05"], s["light"], s["light_pooled"], s["heavy"],
-                             s["heavy_pooled"], s["false"], s["false_worst"], verdict(s)])
+                rows.append([t, w, c, s["fid_recall"], s["within05"], s["hit_within05"], s["light"], s["light_pooled"],
+                             s["heavy"], s["heavy_pooled"], s["false"], s["false_worst"], round(s["build_s"]), verdict(s)])
     table(
         "C. Sweep, all corpora (min = worst corpus; targets: fid.recall>=0.95, within.05>=0.98, light>=0.98, "
         "heavy>=0.90, false<=1% in every store)",
-        ["thr", "word", "cjk", "fid.recall", "within.05", "light.min", "light.all", "heavy.min", "heavy.all",
-         "false.all", "false.worst", "targets"],
+        ["thr", "word", "cjk", "fid.recall", "within.05", "B.within.05", "light.min", "light.all", "heavy.min",
+         "heavy.all", "false.all", "false.worst", "A.build.s", "targets"],
         rows,
     )
 
@@ -851,12 +867,24 @@ def parse_args(argv=None):
 ARGS = None
 
 
+def _revision() -> str:
+    """The git commit of the checkout being measured (the library changes often), if git can tell."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=Path(dedupdb.__file__).parent,
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "no git"
+    except (OSError, subprocess.SubprocessError):
+        return "no git"
+
+
 def main(argv=None) -> None:
     global ARGS
     args = ARGS = parse_args(argv)
     ws = Workspace(args.keep)
     started = time.perf_counter()
-    print(f"dedupdb {dedupdb.__version__}; corpora from {EVAL_DIR}; seed {args.seed}")
+    print(f"dedupdb {dedupdb.__version__} ({_revision()}); corpora from {EVAL_DIR}; seed {args.seed}")
     print(f"A: at most {args.fidelity_max or 'all'} distinct texts per corpus; B: {args.originals} originals + "
           f"{args.distractors} distractors per corpus, min {args.min_tokens} tokens; extra settings {args.extra or '-'}; "
           f"banding {'library' if args.fn_weight is None else f'fn_weight={args.fn_weight}'}")

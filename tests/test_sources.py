@@ -59,3 +59,23 @@ def test_html_keeps_visible_text_only():
 def test_normalize_folds_width_case_and_whitespace():
     assert normalize("Ｈｅｌｌｏ，  ＷＯＲＬＤ！\n\t１２３") == normalize("hello, world! 123")
     assert normalize("\ufeffa\u200bb  c") == "ab c"
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from dedupdb.normalize import normalize_lines  # noqa: E402
+
+_ALPHABET = st.sampled_from(
+    list("abcXYZ 12,.!?\t") + list("，。！？（）：；　ＡＢｃ１２") + list("今天氣很好漢語測試们們") + ["\u200b", "ﬁ", "①", "ß", "K", "é", "é"]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(_ALPHABET, max_size=30), max_size=20))
+def test_normalize_lines_matches_normalize(lines):
+    assert normalize_lines(lines) == [normalize(line) for line in lines]
+
+
+def test_traditional_and_simplified_agree():
+    assert normalize(TRADITIONAL) == normalize("今天天气很好，我们一起去公园散步，看到很多人在湖边钓鱼，孩子们在草地上放风筝。")
