@@ -20,7 +20,7 @@ from .config import INGEST_BATCH, SNIPPET_CHARS
 from .errors import DedupError, InputError, ReadError
 from .hashing import bytes_hash
 from .index import Indexer, NewDocument
-from .normalize import normalize
+from .normalize import normalize, normalize_lines
 from .records import BadRecord, RecordOptions, read_records, sniff_encoding
 from .sources import Candidate, Skipped, file_text, read_bytes, walk
 from .store import FileRow, Store
@@ -276,9 +276,7 @@ class _RecordRead:
                 summary.bad_records.append((f"{self.path}:{item.line}", f"duplicate id {item.record_id!r}"))
                 continue
             self.keys.add(key)
-            text = normalize(item.text)
-            if text:
-                batch.append((key, item.record_id, text, item.text))
+            batch.append((key, item.record_id, item.text))
             if len(batch) >= INGEST_BATCH:
                 self._flush(batch, offset, line, hasher.hexdigest(), done=False)
                 batch = []
@@ -296,9 +294,13 @@ class _RecordRead:
             if self.replace:
                 self.ingest.indexer.remove_documents(store.documents_of_file(file_id))
                 self.replace = False
-            taken = store.existing_keys([key for key, _, _, _ in batch])
+            taken = store.existing_keys([key for key, _, _ in batch])
+            # Newlines inside a record are whitespace like any other once normalized.
+            texts = normalize_lines([raw.replace("\n", " ") for _, _, raw in batch])
             documents = []
-            for key, record_id, text, raw in batch:
+            for (key, record_id, raw), text in zip(batch, texts):
+                if not text:
+                    continue
                 if key in taken:
                     self.ingest.summary.bad_records.append((key, f"duplicate id {record_id!r} (already stored)"))
                     continue
