@@ -1,11 +1,18 @@
 """64-bit SimHash (Charikar 2002) and the block index that finds fingerprints within k bits.
 
-Blocks follow Manku, Jain & Das Sarma (2007): cut the 64 bits into k + 1
-blocks; two fingerprints within Hamming distance k must agree on at least one
-whole block (pigeonhole), so a lookup only compares documents sharing a block.
+The index follows Manku, Jain & Das Sarma (2007): cut the 64 bits into k + 2
+blocks; two fingerprints within Hamming distance k differ in at most k blocks,
+so they agree on at least two whole blocks (pigeonhole), and so share the key
+made of some pair of blocks. One key per pair of blocks (10 for k = 3) is
+indexed; each is about 26 bits wide, so a lookup meets only the few stored
+fingerprints that agree on 26 bits, however large the store (one block of 16
+bits, as k + 1 blocks would give, puts every 65,536th document in each bucket).
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
+from itertools import combinations
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,9 +34,10 @@ def hamming(a: int, b: int) -> int:
     return (a ^ b).bit_count()
 
 
+@lru_cache(maxsize=16)
 def block_layout(distance: int) -> list[tuple[int, int]]:
-    """(shift, width) of each of the distance + 1 blocks, widths as even as possible."""
-    blocks = distance + 1
+    """(shift, width) of each of the distance + 2 blocks, widths as even as possible."""
+    blocks = distance + 2
     base, extra = divmod(BITS, blocks)
     layout, shift = [], 0
     for i in range(blocks):
@@ -39,6 +47,24 @@ def block_layout(distance: int) -> list[tuple[int, int]]:
     return layout
 
 
+@lru_cache(maxsize=16)
+def _key_masks(distance: int) -> list[int]:
+    """One mask per pair of blocks: the bits a key keeps."""
+    layout = block_layout(distance)
+    masks = []
+    for pair in combinations(layout, 2):
+        mask = 0
+        for shift, width in pair:
+            mask |= ((1 << width) - 1) << shift
+        masks.append(mask)
+    return masks
+
+
 def block_keys(value: int, distance: int) -> list[int]:
-    """The value of each block: the keys under which a fingerprint is indexed and looked up."""
-    return [(value >> shift) & ((1 << width) - 1) for shift, width in block_layout(distance)]
+    """The keys under which a fingerprint is indexed and looked up: its bits in each pair of blocks
+    (as a signed 64-bit value, ready for SQLite)."""
+    return [_signed(value & mask) for mask in _key_masks(distance)]
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= (1 << 63) else value

@@ -30,6 +30,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import atexit
 import gzip
 import json
 import math
@@ -379,6 +380,7 @@ def main() -> None:
     warmup = [("unrelated", t, None) for t in corpus.unrelated[args.queries // 2 :]]
 
     tmpdir = Path(tempfile.mkdtemp(prefix="dedupdb-bench-query-"))
+    atexit.register(shutil.rmtree, tmpdir, True)  # also on errors; a --db store lives outside it and is kept
     db_path = args.db or tmpdir / f"store-{args.n}.db"
     shard_dir = db_path.with_name(db_path.name + ".shards")
     db, build_seconds = open_or_build(db_path, corpus, list(range(args.n)), shard_dir, f"dedupdb {args.n:,}")
@@ -444,8 +446,6 @@ def main() -> None:
               f"source among candidates for {ds['found']}/{edited}; {ds['candidates'] / len(queries):.1f} "
               f"unverified candidates/query (whitespace words: Chinese text becomes few long 'words')")
     print("latency includes normalizing and fingerprinting the query text; dedupdb verifies candidates, datasketch does not")
-
-    shutil.rmtree(tmpdir, ignore_errors=True)  # a --db store lives outside it and is kept
 
 
 if __name__ == "__main__":

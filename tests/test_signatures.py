@@ -140,13 +140,22 @@ def test_block_search_finds_every_fingerprint_within_k(case):
     base, other, distance = case
     assert hamming(base, other) == distance
     shared = [a == b for a, b in zip(block_keys(base, 3), block_keys(other, 3))]
-    assert any(shared)  # pigeonhole: k differing bits cannot touch all k + 1 blocks
+    assert len(shared) == 10 and any(shared)  # pigeonhole: k differing bits leave two of k + 2 blocks whole
+
+
+@given(u64, st.lists(st.integers(0, 63), min_size=40, max_size=64, unique=True))
+def test_block_keys_differ_for_distant_fingerprints(a, bits):
+    b = a
+    for bit in bits:
+        b ^= 1 << bit
+    # 40 or more differing bits leave at most 24 equal ones: no 25-bit key can agree
+    assert all(x != y for x, y in zip(block_keys(a, 3), block_keys(b, 3)))
 
 
 @given(st.integers(0, 15))
 def test_block_layout_covers_64_bits(distance):
     layout = block_layout(distance)
-    assert len(layout) == distance + 1
+    assert len(layout) == distance + 2
     assert sum(width for _, width in layout) == 64
     assert layout[0][0] == 0 and all(s2 == s1 + w1 for (s1, w1), (s2, _) in zip(layout, layout[1:]))
 
