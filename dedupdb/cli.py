@@ -110,6 +110,7 @@ def add(
     text_field: Optional[str] = typer.Option(None, "--text-field", help="JSONL key or CSV column holding the text."),
     id_field: Optional[str] = typer.Option(None, "--id-field", help="JSONL key or CSV column holding the record id."),
     threshold: Optional[float] = typer.Option(None, help="Jaccard threshold, for a new database."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Processes sketching texts [default: cores - 1]."),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Summary format."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List skipped files with their reasons."),
 ) -> None:
@@ -122,7 +123,7 @@ def add(
         options = RecordOptions(chosen, text_field, id_field)
     with _open(db, create=True, threshold=threshold) as database:
         with render.progress_bar("Indexing") as progress:
-            summary = database.add(paths, tuple(include), tuple(exclude), progress, options)
+            summary = database.add(paths, tuple(include), tuple(exclude), progress, options, workers=workers)
     if fmt is ListFormat.json:
         render.write_json(render.add_summary_json(summary))
     else:

@@ -148,14 +148,16 @@ class Database:
         progress: Progress | None = None,
         records: RecordOptions | None = None,
         stdin: BinaryIO | None = None,
+        workers: int | None = None,
     ) -> AddSummary:
         """Index files and folders incrementally; returns what was added, updated, skipped and missing.
 
         With records, files in a record format (by suffix, or all of them with an explicit format) hold one
-        document per record, keyed 'path#id'; the path '-' reads records from stdin (or the given stream)."""
+        document per record, keyed 'path#id'; the path '-' reads records from stdin (or the given stream).
+        workers: processes that sketch texts beside this one (default: one per further core; 0: none)."""
         if not paths:
             raise InputError("nothing to add: give at least one file or folder")
-        ingest = Ingest(self.store, self.indexer, self._save_idf)
+        ingest = Ingest(self.store, self.indexer, self._save_idf, workers)
         targets = [Path(p) if str(p) == "-" else Path(p).expanduser() for p in paths]
         return ingest.run(targets, tuple(include), tuple(exclude), progress, records, stdin)
 

@@ -32,56 +32,89 @@ class Fingerprint:
         return None if self.simhash is None else to_signed64(self.simhash)
 
 
-class Fingerprinter:
-    def __init__(self, settings: Settings, idf: CorpusIdf) -> None:
+@dataclass(frozen=True)
+class Sketch:
+    """All of a fingerprint that follows from the text alone, so any process can compute it; what depends on
+    the corpus (the IDF weights of SimHash for space-separated text) is finished where the store is."""
+
+    content_hash: bytes
+    chars: int
+    shingles: int
+    minhash: NDArray[np.uint32]
+    sketch: NDArray[np.uint32]
+    simhash: int | None                                          # set here for CJK text, which takes jieba's IDF
+    words: tuple[NDArray[np.uint64], NDArray[np.int64]] | None   # distinct word hashes and counts, other text
+    tokens: int
+
+
+class Sketcher:
+    """The per-text part of fingerprinting: tokens, shingles, MinHash, bottom-k sketch, CJK SimHash."""
+
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.tokenizer = Tokenizer(settings.word_ngram, settings.cjk_ngram)
         self.minhasher = MinHasher(settings.num_perm, settings.seed)
-        self.idf = idf
 
-    def batch(self, texts: list[str], learn: bool = True) -> list[Fingerprint]:
-        """Fingerprints of normalized texts; with learn, their words also feed the corpus IDF first."""
+    def sketch(self, texts: list[str]) -> list[Sketch]:
         streams = [self.tokenizer.stream(t) for t in texts]
-        # Distinct words with their counts, shared by the IDF table and SimHash (space-separated text only).
-        words = [None if s.is_cjk else np.unique(s.hashes, return_counts=True) for s in streams]
-        if learn:
-            for counted in words:
-                if counted is not None and len(counted[0]):
-                    self.idf.observe(counted[0])
         shingle_sets = [self.tokenizer.shingles(s) for s in streams]
         signatures = self.minhasher.signatures(shingle_sets)
         out = []
-        for text, stream, counted, shingles, signature in zip(texts, streams, words, shingle_sets, signatures):
+        for text, stream, shingles, signature in zip(texts, streams, shingle_sets, signatures):
             sketch, distinct = bottom_k(shingles, self.settings.sketch_size)
-            out.append(
-                Fingerprint(
-                    content_hash=content_hash(text),
-                    chars=len(text),
-                    shingles=distinct,
-                    minhash=signature,
-                    sketch=sketch,
-                    simhash=self._simhash(text, stream, counted),
-                )
-            )
+            words = None if stream.is_cjk or not len(stream.hashes) else np.unique(stream.hashes, return_counts=True)
+            simhash = self._chinese_simhash(text, stream) if stream.is_cjk else None
+            out.append(Sketch(content_hash(text), len(text), distinct, signature, sketch, simhash, words, len(stream.tokens)))
         return out
+
+    def _chinese_simhash(self, text: str, stream: TokenStream) -> int | None:
+        minimum = self.settings.simhash_min_features
+        if len(stream.tokens) < minimum:
+            return None  # cannot reach the minimum; spares jieba the work
+        words = chinese_words(text)
+        hashes = np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), _WORD_SEED) for w in words), np.uint64, len(words))
+        features, first, counts = np.unique(hashes, return_index=True, return_counts=True)
+        if len(features) < minimum:
+            return None
+        return simhash_fingerprint(features, counts * chinese_idf([words[i] for i in first]))
+
+
+_SKETCHERS: dict[Settings, Sketcher] = {}
+
+
+def sketch_texts(settings: Settings, texts: list[str]) -> list[Sketch]:
+    """Sketches of normalized texts; a module-level function so worker processes can run it."""
+    sketcher = _SKETCHERS.get(settings)
+    if sketcher is None:
+        sketcher = _SKETCHERS[settings] = Sketcher(settings)
+    return sketcher.sketch(texts)
+
+
+class Fingerprinter:
+    def __init__(self, settings: Settings, idf: CorpusIdf) -> None:
+        self.settings = settings
+        self.idf = idf
+
+    def batch(self, texts: list[str], learn: bool = True, sketches: list[Sketch] | None = None) -> list[Fingerprint]:
+        """Fingerprints of normalized texts (from sketches computed elsewhere, if given); with learn, their
+        words also feed the corpus IDF first."""
+        if sketches is None:
+            sketches = sketch_texts(self.settings, texts)
+        if learn:
+            for s in sketches:
+                if s.words is not None:
+                    self.idf.observe(s.words[0])
+        return [
+            Fingerprint(s.content_hash, s.chars, s.shingles, s.minhash, s.sketch, self._simhash(s)) for s in sketches
+        ]
 
     def one(self, text: str) -> Fingerprint:
         return self.batch([text], learn=False)[0]
 
-    def _simhash(self, text: str, stream: TokenStream, counted) -> int | None:
-        minimum = self.settings.simhash_min_features
-        if len(stream.tokens) < minimum:
-            return None  # cannot reach the minimum; spares jieba the work
-        if counted is None:
-            words = chinese_words(text)
-            hashes = np.fromiter(
-                (xxhash.xxh64_intdigest(w.encode("utf-8"), _WORD_SEED) for w in words), np.uint64, len(words)
-            )
-            features, first, counts = np.unique(hashes, return_index=True, return_counts=True)
-            idf = chinese_idf([words[i] for i in first])
-        else:
-            features, counts = counted
-            idf = self.idf.idf(features)
-        if len(features) < minimum:
+    def _simhash(self, s: Sketch) -> int | None:
+        if s.words is None:
+            return s.simhash
+        features, counts = s.words
+        if len(features) < self.settings.simhash_min_features:
             return None
-        return simhash_fingerprint(features, counts * idf)
+        return simhash_fingerprint(features, counts * self.idf.idf(features))

@@ -13,7 +13,7 @@ import numpy as np
 
 from .cluster import components
 from .config import Settings
-from .fingerprint import Fingerprint, Fingerprinter
+from .fingerprint import Fingerprint, Fingerprinter, Sketch, sketch_texts
 from .hashing import content_hash, to_unsigned64
 from .lsh import Banding, band_keys
 from .simhash import block_keys
@@ -64,17 +64,24 @@ class Indexer:
         block_rows: list[tuple[int, int, int]] = []
         with_shingles = [(cid, fp) for cid, fp in fingerprints.items() if fp.shingles]
         if with_shingles:
-            keys = band_keys(np.stack([fp.minhash for _, fp in with_shingles]), self.banding).tolist()
-            for (cid, _), row in zip(with_shingles, keys):
-                band_rows.extend((band, key, cid) for band, key in enumerate(row))
+            keys = band_keys(np.stack([fp.minhash for _, fp in with_shingles]), self.banding)
+            count, bands = keys.shape
+            band_column = np.tile(np.arange(bands, dtype=np.int64), count)
+            id_column = np.repeat(np.array([cid for cid, _ in with_shingles], dtype=np.int64), bands)
+            order = np.lexsort((id_column, keys.ravel(), band_column))  # index order: cheaper inserts and probes
+            band_rows = list(
+                zip(band_column[order].tolist(), keys.ravel()[order].tolist(), id_column[order].tolist())
+            )
         for cid, fp in fingerprints.items():
             block_rows += self._block_rows(cid, fp.simhash)
+        block_rows.sort()
         return band_rows, block_rows
 
     # --- adding ------------------------------------------------------------------
 
-    def add_documents(self, documents: list[NewDocument]) -> int:
-        """Store documents, fingerprinting each distinct new text once; returns how many new contents."""
+    def add_documents(self, documents: list[NewDocument], sketches: dict[bytes, Sketch] | None = None) -> int:
+        """Store documents, fingerprinting each distinct new text once (from sketches made elsewhere where
+        given); returns how many new contents."""
         if not documents:
             return 0
         hashes = [content_hash(d.text) for d in documents]
@@ -83,7 +90,10 @@ class Indexer:
         for h, d in zip(hashes, documents):
             if h not in known and h not in fresh_texts:
                 fresh_texts[h] = d.text
-        fingerprints = self.fingerprinter.batch(list(fresh_texts.values()))
+        sketches = sketches or {}
+        missing = [t for h, t in fresh_texts.items() if h not in sketches]
+        sketches.update((s.content_hash, s) for s in sketch_texts(self.settings, missing))
+        fingerprints = self.fingerprinter.batch([], sketches=[sketches[h] for h in fresh_texts])
         content_ids = self.store.insert_contents(fingerprints)
         new_ids: dict[int, Fingerprint] = dict(zip(content_ids, fingerprints))
         for fp, content_id in zip(fingerprints, content_ids):

@@ -20,6 +20,7 @@ from .config import INGEST_BATCH, SNIPPET_CHARS
 from .errors import DedupError, InputError, ReadError
 from .hashing import bytes_hash
 from .index import Indexer, NewDocument
+from .parallel import PendingSketches, SketchPool, default_workers
 from .normalize import normalize, normalize_lines
 from .records import BadRecord, RecordOptions, read_records, sniff_encoding
 from .sources import Candidate, Skipped, file_text, read_bytes, walk
@@ -66,13 +67,45 @@ class _Pending:
 
 
 class Ingest:
-    def __init__(self, store: Store, indexer: Indexer, save_state: Callable[[bool], None]) -> None:
+    def __init__(
+        self, store: Store, indexer: Indexer, save_state: Callable[[bool], None], workers: int | None = None
+    ) -> None:
         self.store = store
         self.indexer = indexer
         self.save_state = save_state
         self.summary = AddSummary()
         self._pending: list[_Pending] = []
         self._known: dict[str, FileRow] = {}  # what the store knew of these files before this run
+        self._workers = default_workers() if workers is None else workers
+        self._pool: SketchPool | None = None
+        self._batches = 0
+        self._in_flight: tuple[PendingSketches, Callable] | None = None
+
+    # --- one batch in flight -------------------------------------------------------
+
+    def _submit(self, texts: list[str], apply: Callable[[dict | None], None]) -> None:
+        """Have texts sketched (by workers once the ingest proves large) and apply(sketches) run in order:
+        batch N is sketched while batch N - 1 is written."""
+        self._batches += 1
+        if self._pool is None and self._workers > 0 and self._batches >= 2:
+            self._pool = SketchPool(self.indexer.settings, self._workers)
+        pending = self._pool.submit(list(dict.fromkeys(texts))) if self._pool else None
+        self._drain()
+        if pending is None:
+            apply(None)
+        else:
+            self._in_flight = (pending, apply)
+
+    def _drain(self) -> None:
+        if self._in_flight is not None:
+            pending, apply = self._in_flight
+            self._in_flight = None
+            apply({s.content_hash: s for s in pending.result()})
+
+    def _close_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def run(
         self,
@@ -104,20 +137,25 @@ class Ingest:
         for root in roots:
             rows = self.store.files_under(str(root)) if root.is_dir() else [self.store.file_by_path(str(root))]
             self._known.update((row.path, row) for row in rows if row is not None)
-        if any(str(p) == STDIN for p in paths):
-            self._ingest_stdin(stdin, records.resolved(records.format))
-        for done, candidate in enumerate(found, 1):
-            fmt = records.format_for(candidate.path) if records else None
-            if fmt:
-                self._flush()
-                self._ingest_record_file(candidate, records.resolved(fmt))
-            else:
-                self._consider(candidate)
-                if len(self._pending) >= INGEST_BATCH:
+        try:
+            if any(str(p) == STDIN for p in paths):
+                self._ingest_stdin(stdin, records.resolved(records.format))
+            for done, candidate in enumerate(found, 1):
+                fmt = records.format_for(candidate.path) if records else None
+                if fmt:
                     self._flush()
-            if progress:
-                progress(done, len(found))
-        self._flush()
+                    self._ingest_record_file(candidate, records.resolved(fmt))
+                else:
+                    self._consider(candidate)
+                    if len(self._pending) >= INGEST_BATCH:
+                        self._flush()
+                if progress:
+                    progress(done, len(found))
+            self._flush()
+            self._drain()
+        finally:
+            self._in_flight = None  # an interrupted batch is simply not applied: its files are read again next time
+            self._close_pool()
         for root in roots:
             if root.is_dir():
                 self._notice_missing(root, seen)
@@ -157,6 +195,9 @@ class Ingest:
         if not self._pending:
             return
         batch, self._pending = self._pending, []
+        self._submit([i.text for i in batch if i.text], lambda sketches: self._apply(batch, sketches))
+
+    def _apply(self, batch: list[_Pending], sketches: dict | None) -> None:
         additions: list[NewDocument] = []
         with self.store.transaction():
             file_ids = self.store.save_files(
@@ -177,7 +218,7 @@ class Ingest:
                         NewDocument(str(c.path), file_id, None, item.text, c.size, c.mtime_ns, item.snippet)
                     )
             self.indexer.remove_documents(removals)
-            self.summary.new_contents += self.indexer.add_documents(additions)
+            self.summary.new_contents += self.indexer.add_documents(additions, sketches)
             self.save_state(False)
         for item in batch:
             (self.summary.updated if item.existed else self.summary.added).append(str(item.candidate.path))
@@ -284,6 +325,13 @@ class _RecordRead:
         summary.bytes_read += offset - start[0]
 
     def _flush(self, batch, offset: int, line: int, digest: str, done: bool) -> None:
+        # Newlines inside a record are whitespace like any other once normalized.
+        texts = normalize_lines([raw.replace("\n", " ") for _, _, raw in batch])
+        self.ingest._submit(
+            [t for t in texts if t], lambda sketches: self._apply(batch, texts, offset, line, digest, done, sketches)
+        )
+
+    def _apply(self, batch, texts, offset: int, line: int, digest: str, done: bool, sketches) -> None:
         store = self.ingest.store
         with store.transaction():
             ids = store.save_files(
@@ -295,8 +343,6 @@ class _RecordRead:
                 self.ingest.indexer.remove_documents(store.documents_of_file(file_id))
                 self.replace = False
             taken = store.existing_keys([key for key, _, _ in batch])
-            # Newlines inside a record are whitespace like any other once normalized.
-            texts = normalize_lines([raw.replace("\n", " ") for _, _, raw in batch])
             documents = []
             for (key, record_id, raw), text in zip(batch, texts):
                 if not text:
@@ -306,7 +352,7 @@ class _RecordRead:
                     continue
                 size = len(raw.encode("utf-8"))
                 documents.append(NewDocument(key, file_id, record_id, text, size, self.mtime_ns, snippet(raw)))
-            self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents)
+            self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
             self.ingest.summary.records += len(documents)
             self.ingest.save_state(False)
 

@@ -119,11 +119,11 @@ def test_interrupted_record_file_resumes(tmp_path, db_path, monkeypatch):
     real = pipeline.Indexer.add_documents
     calls = {"n": 0}
 
-    def crash_on_second_batch(self, documents):
+    def crash_on_second_batch(self, documents, *args):
         calls["n"] += 1
         if calls["n"] == 2:
             raise KeyboardInterrupt
-        return real(self, documents)
+        return real(self, documents, *args)
 
     monkeypatch.setattr(pipeline.Indexer, "add_documents", crash_on_second_batch)
     options = RecordOptions("lines")

@@ -80,12 +80,12 @@ def test_interrupted_ingest_keeps_committed_batches_and_resumes(tmp_path, db_pat
     real = pipeline.Indexer.add_documents
     calls = {"n": 0}
 
-    def crash_on_third_batch(self, documents):
+    def crash_on_third_batch(self, documents, *args):
         calls["n"] += 1
         if calls["n"] == 3:
-            real(self, documents)  # half-done work inside the transaction must vanish too
+            real(self, documents, *args)  # half-done work inside the transaction must vanish too
             raise KeyboardInterrupt
-        return real(self, documents)
+        return real(self, documents, *args)
 
     monkeypatch.setattr(pipeline.Indexer, "add_documents", crash_on_third_batch)
     with dedupdb.open(db_path) as db:

@@ -1,0 +1,46 @@
+"""Sketching in worker processes gives exactly what sketching inline gives."""
+
+from __future__ import annotations
+
+import json
+
+import dedupdb
+import dedupdb.pipeline as pipeline
+from dedupdb.config import Settings
+from dedupdb.fingerprint import sketch_texts
+from dedupdb.parallel import SketchPool
+from dedupdb.records import RecordOptions
+
+from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+
+
+def test_pool_sketches_equal_inline_sketches():
+    texts = [f"{ENGLISH} {i}" for i in range(100)] + [f"{CHINESE}{i}" for i in range(100)]
+    pool = SketchPool(Settings(), workers=2)
+    try:
+        remote = pool.submit(texts).result()
+    finally:
+        pool.close()
+    local = sketch_texts(Settings(), texts)
+    assert [(s.content_hash, s.simhash, s.shingles) for s in remote] == [(s.content_hash, s.simhash, s.shingles) for s in local]
+    assert all((a.minhash == b.minhash).all() and (a.sketch == b.sketch).all() for a, b in zip(remote, local))
+
+
+def test_ingest_with_workers_matches_ingest_without(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "INGEST_BATCH", 70)
+    lines = []
+    for i in range(300):
+        base = [ENGLISH, ENGLISH_OTHER, CHINESE][i % 3]
+        lines.append(json.dumps({"id": i, "text": f"{base} variant {i // 3}"}, ensure_ascii=False))
+    lines += [json.dumps({"id": "e", "text": ENGLISH_EDITED}), json.dumps({"id": "c", "text": CHINESE_EDITED})]
+    path = write(tmp_path / "corpus.jsonl", "\n".join(lines) + "\n")
+    results = []
+    for workers in (0, 1):
+        with dedupdb.open(tmp_path / f"w{workers}.db") as db:
+            summary = db.add([path], records=RecordOptions("jsonl", id_field="id"), workers=workers)
+            assert summary.records == 302
+            pairs = sorted((p.key_a.rsplit("#")[-1], p.key_b.rsplit("#")[-1], p.jaccard, p.hamming) for p in db.pairs())
+            clusters = sorted(sorted(m.key.rsplit("#")[-1] for m in c.members) for c in db.clusters())
+            results.append((pairs, clusters))
+    assert results[0] == results[1]
+    assert len(results[0][1]) >= 3
