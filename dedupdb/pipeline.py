@@ -30,6 +30,7 @@ Progress = Callable[[int, int], None]  # (files done, files found)
 STDIN = "-"
 STDIN_NAME = "<stdin>"
 _SPOOL_BYTES = 32 * 1024 * 1024
+_BAD_RECORDS_KEPT = 10_000  # listed one by one; beyond that only counted, so memory stays bounded
 
 
 @dataclass
@@ -42,9 +43,15 @@ class AddSummary:
     failed: list[tuple[str, str]] = field(default_factory=list)
     records: int = 0                                                  # records indexed from record files
     bad_records: list[tuple[str, str]] = field(default_factory=list)  # ("path:line", reason)
+    bad_record_count: int = 0                                         # all of them; the list keeps the first
     new_contents: int = 0
     seconds: float = 0.0
     bytes_read: int = 0
+
+    def note_bad(self, where: str, reason: str) -> None:
+        self.bad_record_count += 1
+        if len(self.bad_records) < _BAD_RECORDS_KEPT:
+            self.bad_records.append((where, reason))
 
     def counts(self) -> dict[str, int]:
         return {
@@ -299,7 +306,6 @@ class _RecordRead:
         self.options = options
         self.replace = replace  # the records stored for this file so far are to be dropped first
         self.key_prefix = key_prefix or path
-        self.keys: set[str] = set()
 
     def run(self, stream: BinaryIO, start: tuple[int, int], hasher, size: int) -> None:
         stream.seek(0)
@@ -310,14 +316,10 @@ class _RecordRead:
         for item in read_records(stream, self.options, start[0], start[1], encoding, hasher):
             offset, line = item.end_offset, item.line
             if isinstance(item, BadRecord):
-                summary.bad_records.append((f"{self.path}:{item.line}", item.reason))
+                summary.note_bad(f"{self.path}:{item.line}", item.reason)
                 continue
             key = f"{self.key_prefix}#{item.record_id}"
-            if key in self.keys:
-                summary.bad_records.append((f"{self.path}:{item.line}", f"duplicate id {item.record_id!r}"))
-                continue
-            self.keys.add(key)
-            batch.append((key, item.record_id, item.text))
+            batch.append((key, item.record_id, item.text, item.line))
             if len(batch) >= INGEST_BATCH:
                 self._flush(batch, offset, line, hasher.hexdigest(), done=False)
                 batch = []
@@ -326,7 +328,7 @@ class _RecordRead:
 
     def _flush(self, batch, offset: int, line: int, digest: str, done: bool) -> None:
         # Newlines inside a record are whitespace like any other once normalized.
-        texts = normalize_lines([raw.replace("\n", " ") for _, _, raw in batch])
+        texts = normalize_lines([raw.replace("\n", " ") for _, _, raw, _ in batch])
         self.ingest._submit(
             [t for t in texts if t], lambda sketches: self._apply(batch, texts, offset, line, digest, done, sketches)
         )
@@ -342,14 +344,17 @@ class _RecordRead:
             if self.replace:
                 self.ingest.indexer.remove_documents(store.documents_of_file(file_id))
                 self.replace = False
-            taken = store.existing_keys([key for key, _, _ in batch])
+            # Earlier batches are in the store by now, so a repeated id shows either there or in this batch:
+            # no set of every key read needs to be held, however long the file.
+            taken = store.existing_keys([key for key, _, _, _ in batch])
             documents = []
-            for (key, record_id, raw), text in zip(batch, texts):
+            for (key, record_id, raw, line), text in zip(batch, texts):
                 if not text:
                     continue
                 if key in taken:
-                    self.ingest.summary.bad_records.append((key, f"duplicate id {record_id!r} (already stored)"))
+                    self.ingest.summary.note_bad(f"{self.path}:{line}", f"duplicate id {record_id!r}")
                     continue
+                taken.add(key)
                 size = len(raw.encode("utf-8"))
                 documents.append(NewDocument(key, file_id, record_id, text, size, self.mtime_ns, snippet(raw)))
             self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)

@@ -21,6 +21,7 @@ from .sources import decode
 FORMATS = ("jsonl", "csv", "lines")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv"}
 _SAMPLE_BYTES = 64 * 1024
+MAX_RECORD_BYTES = 16 * 1024 * 1024  # a longer line is reported as a bad record, never held in memory
 csv.field_size_limit(16 * 1024 * 1024)
 
 
@@ -80,14 +81,30 @@ class _Lines:
         self.offset = offset
         self.line = line
         self.hasher = hasher
+        self.too_long: list[int] = []  # numbers of lines passed over for their length, not yet reported
 
     def __iter__(self) -> Iterator[str]:
-        for raw in self.stream:
-            self.offset += len(raw)
-            self.line += 1
-            if self.hasher is not None:
-                self.hasher.update(raw)
+        while True:
+            raw = self.stream.readline(MAX_RECORD_BYTES + 1)
+            if not raw:
+                return
+            self._consumed(raw)
+            if len(raw) > MAX_RECORD_BYTES and not raw.endswith(b"\n"):
+                # Read the rest of an overlong line in pieces, so one line never has to fit in memory.
+                while (rest := self.stream.readline(1 << 20)) and self._consumed(rest, count_line=False):
+                    if rest.endswith(b"\n"):
+                        break
+                self.too_long.append(self.line)
+                yield ""
+                continue
             yield raw.decode(self.encoding, errors="replace")
+
+    def _consumed(self, raw: bytes, count_line: bool = True) -> bool:
+        self.offset += len(raw)
+        self.line += count_line
+        if self.hasher is not None:
+            self.hasher.update(raw)
+        return True
 
 
 def sniff_encoding(sample: bytes) -> str:
@@ -117,6 +134,9 @@ def read_records(
     stream.seek(start_offset)
     lines = _Lines(stream, encoding, start_offset, start_line, hasher)
     for text in lines:
+        if lines.too_long:
+            yield BadRecord(lines.too_long.pop(), f"longer than {MAX_RECORD_BYTES // (1 << 20)} MiB", lines.offset)
+            continue
         if lines.line == 1:
             text = text.lstrip("\ufeff")
         if not text.strip():
@@ -186,6 +206,8 @@ def _csv_records(stream: BinaryIO, options: RecordOptions, start_offset: int, st
         except csv.Error as exc:
             yield BadRecord(first_line, f"invalid CSV ({exc})", lines.offset)
             continue
+        while lines.too_long:
+            yield BadRecord(lines.too_long.pop(), f"longer than {MAX_RECORD_BYTES // (1 << 20)} MiB", lines.offset)
         if not row or all(not cell.strip() for cell in row):
             continue
         if len(row) != len(header):

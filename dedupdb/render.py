@@ -65,6 +65,7 @@ def add_summary_json(summary: AddSummary) -> dict:
     return {
         **summary.counts(),
         "records": summary.records,
+        "bad_record_count": summary.bad_record_count,
         "bad_records": [{"where": w, "reason": r} for w, r in summary.bad_records],
         "new_texts": summary.new_contents,
         "seconds": round(summary.seconds, 3),
@@ -80,8 +81,8 @@ def add_summary(summary: AddSummary, verbose: bool = False) -> None:
         err_console.print(f"[red]failed[/red] {path}: {reason}", highlight=False)
     for where, reason in summary.bad_records[:50]:
         err_console.print(f"[yellow]bad record[/yellow] {where}: {reason}", highlight=False)
-    if len(summary.bad_records) > 50:
-        err_console.print(f"... and {len(summary.bad_records) - 50} more bad records (see --format json)")
+    if summary.bad_record_count > 50:
+        err_console.print(f"... and {summary.bad_record_count - 50} more bad records (see --format json)")
     if verbose:
         for path, reason in summary.skipped:
             console.print(f"[dim]skipped[/dim] {path}: {reason}", highlight=False)
@@ -89,8 +90,8 @@ def add_summary(summary: AddSummary, verbose: bool = False) -> None:
         console.print(f"[yellow]missing[/yellow] {path}", highlight=False)
     counts = summary.counts()
     parts = [f"{name} {count}" for name, count in counts.items()]
-    if summary.records or summary.bad_records:
-        parts.append(f"records {summary.records}, bad records {len(summary.bad_records)}")
+    if summary.records or summary.bad_record_count:
+        parts.append(f"records {summary.records}, bad records {summary.bad_record_count}")
     console.print(", ".join(parts) + f" in {summary.seconds:.1f}s", highlight=False)
 
 
@@ -208,7 +209,7 @@ def filter_report(report) -> None:
     err_console.print(
         f"read {report.read}, kept {report.kept}, exact duplicates {report.exact_duplicates}, "
         f"near duplicates {report.near_duplicates}, already stored {report.stored_duplicates}, "
-        f"bad records {len(report.bad_records)}; Bloom filter {report.bloom_bits} bits, {report.bloom_hashes} hashes, "
+        f"bad records {report.bad_record_count}; Bloom filter {report.bloom_bits} bits, {report.bloom_hashes} hashes, "
         f"estimated false-positive rate {report.false_positive_rate:.2e}",
         highlight=False,
     )

@@ -47,12 +47,18 @@ class FilterReport:
     exact_duplicates: int = 0
     near_duplicates: int = 0
     stored_duplicates: int = 0
-    bad_records: list[tuple[int, str]] = field(default_factory=list)
+    bad_records: list[tuple[int, str]] = field(default_factory=list)  # the first ones; all are counted
+    bad_record_count: int = 0
     bloom_bits: int = 0
     bloom_hashes: int = 0
     capacity: int = 0
     capacity_exceeded: bool = False
     false_positive_rate: float = 0.0  # estimated from the filter's fill at the end
+
+    def note_bad(self, line: int, reason: str) -> None:
+        self.bad_record_count += 1
+        if len(self.bad_records) < 1000:
+            self.bad_records.append((line, reason))
 
 
 class _NearIndex:
@@ -164,7 +170,7 @@ def _line_items(
                     key = str(obj[options.id_field]) if options.id_field else line
                 except (json.JSONDecodeError, KeyError, TypeError) as exc:
                     reason = f"invalid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else f"no field {exc}"
-                    report.bad_records.append((line, reason))
+                    report.note_bad(line, reason)
                     continue
                 batch.keys.append(key)
                 batch.texts.append(" ".join(str(text).split()))  # normalized below, a batch at a time
@@ -192,7 +198,7 @@ def _csv_items(stream: BinaryIO, options: RecordOptions, report: FilterReport, h
         batch = _Batch()
         for item in read_records(spool, options, 0, 0, encoding):
             if isinstance(item, BadRecord):
-                report.bad_records.append((item.line, item.reason))
+                report.note_bad(item.line, item.reason)
                 continue
             batch.keys.append(item.record_id)
             batch.texts.append(normalize(item.text))

@@ -136,3 +136,13 @@ def test_interrupted_record_file_resumes(tmp_path, db_path, monkeypatch):
         assert summary.records == 15
         keys = {r[0] for r in db.store.conn.execute("SELECT key FROM documents")}
         assert keys == {f"{path}#{i}" for i in range(1, 26)}
+
+
+def test_overlong_line_is_a_bad_record_not_a_memory_spike(cli, tmp_path, monkeypatch):
+    import dedupdb.records as records
+
+    monkeypatch.setattr(records, "MAX_RECORD_BYTES", 1000)
+    path = write(tmp_path / "big.txt", f"{ENGLISH}\n{'x' * 5000}\n{ENGLISH_OTHER}\n")
+    summary = _summary(cli("add", str(path), "--lines", "--format", "json"))
+    assert summary["records"] == 2 and summary["bad_record_count"] == 1
+    assert summary["bad_records"][0]["where"].endswith("big.txt:2")
