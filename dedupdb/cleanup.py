@@ -151,6 +151,12 @@ def carry_out(
         if to is None:
             raise InputError("--action move needs --to DIR")
         to = to.expanduser().resolve()
+        if plan.steps:
+            # Inside the folders being cleaned, moved copies would be indexed again by the next add and could
+            # end up kept while the original is moved away.
+            common = Path(os.path.commonpath([s.remove.path for s in plan.steps] + [s.keep.path for s in plan.steps]))
+            if to == common or to.is_relative_to(common):
+                raise InputError(f"--to must lie outside {common}, where the files being cleaned are")
     outcome = Outcome()
     checked: list[tuple[Step, Path | None]] = []
     keepers_ok: dict[str, str | None] = {}
@@ -160,6 +166,8 @@ def carry_out(
             keepers_ok[keeper] = _still_as_indexed(db, keeper)
         why = (f"the copy to keep, {keeper}, is {keepers_ok[keeper]}" if keepers_ok[keeper]
                else _still_as_indexed(db, step.remove.path))
+        if not why and action == "hardlink" and os.path.samefile(keeper, step.remove.path):
+            why = "already a hard link to the copy kept"
         if why:
             outcome.skipped.append((step.remove.path, why))
             continue
@@ -227,7 +235,10 @@ def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
         if status not in ("done", "planned"):
             continue
         src = Path(source)
-        message = _undo_entry(action, src, Path(destination) if destination else None, size, mtime_ns, status)
+        try:
+            message = _undo_entry(action, src, Path(destination) if destination else None, size, mtime_ns, status)
+        except OSError as exc:
+            message = exc.strerror or str(exc)
         with db.store.transaction():
             if message is None:
                 db.store.set_entry_status(entry_id, "undone")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -58,6 +59,10 @@ def friendly(command):
         except KeyboardInterrupt:
             render.err_console.print("Interrupted: work committed so far is kept; run the command again to resume.")
             raise typer.Exit(130) from None
+        except UnicodeEncodeError:
+            # Arguments that are not valid UTF-8 (a file name in another encoding) reach Python as surrogates.
+            render.err_console.print("Error: a name or argument is not valid UTF-8", highlight=False)
+            raise typer.Exit(1) from None
 
     return wrapper
 
@@ -154,8 +159,10 @@ def query(
     text: Optional[str] = typer.Argument(None, help="The text to look for; '-' reads standard input."),
     file: Optional[Path] = typer.Option(None, "--file", "-f", help="Read the query text from this file."),
     db: Optional[Path] = DbOption,
-    threshold: Optional[float] = typer.Option(None, help="Minimum Jaccard similarity [default: the database's]."),
-    top: int = typer.Option(10, "--top", help="At most this many results (0 for all)."),
+    threshold: Optional[float] = typer.Option(
+        None, min=0.0, max=1.0, help="Minimum Jaccard similarity [default: the database's]."
+    ),
+    top: int = typer.Option(10, "--top", min=0, help="At most this many results (0 for all)."),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
 ) -> None:
     """Find stored documents that are near-duplicates of a text, most similar first."""
@@ -166,7 +173,9 @@ def query(
     if file is not None:
         content = decode_file(file)
     elif text == "-":
-        content = sys.stdin.read()
+        from .sources import decode
+
+        content, _ = decode(sys.stdin.buffer.read(), "standard input")
     elif text is not None:
         content = text
     else:
@@ -255,11 +264,17 @@ def export(
         if output is None:
             count = render.export_records(records, fmt.value)
         else:
+            # Written beside the target and renamed at the end: the output may be one of the sources read.
+            target = output.expanduser().resolve()
+            partial = target.with_name(target.name + ".dedupdb-partial")
             try:
-                with open(output, "w", encoding="utf-8", newline="") as out:
+                with open(partial, "w", encoding="utf-8", newline="") as out:
                     count = render.export_records(records, fmt.value, out)
+                os.replace(partial, target)
             except OSError as exc:
                 raise DedupError(f"cannot write {output}: {exc.strerror or exc}") from None
+            finally:
+                partial.unlink(missing_ok=True)
     render.err_console.print(f"exported {count} documents", highlight=False)
 
 
@@ -311,7 +326,9 @@ def clean(
     action: CleanAction = typer.Option(CleanAction.list, "--action", help="What happens to the other files."),
     to: Optional[Path] = typer.Option(None, "--to", help="For --action move: the folder to move them into."),
     cluster: Optional[int] = typer.Option(None, "--cluster", help="Only this cluster (ids as in 'report')."),
-    min_similarity: float = typer.Option(0.0, "--min-similarity", help="Leave files less similar than this."),
+    min_similarity: Optional[float] = typer.Option(
+        None, "--min-similarity", help="Leave files less similar than this to the kept one [default: the threshold]."
+    ),
     exact_only: bool = typer.Option(False, "--exact-only", help="Only exact copies."),
     under: Optional[Path] = typer.Option(None, "--under", help="Only act on files under this folder."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Carry the plan out (without this: a dry run)."),
@@ -321,7 +338,9 @@ def clean(
     from .cleanup import carry_out, make_plan
 
     with _open(db) as database:
-        plan = make_plan(database, keep.value, prefer, action.value, cluster, min_similarity, exact_only, under)
+        # Near clusters are chains: without this, a file could be removed for a likeness to a third one only.
+        floor = database.settings.threshold if min_similarity is None else min_similarity
+        plan = make_plan(database, keep.value, prefer, action.value, cluster, floor, exact_only, under)
         if action is CleanAction.list:
             render.plan_paths(plan, null)
             return

@@ -282,7 +282,8 @@ class Database:
         with self.store.transaction():
             for item in items:
                 by_key = self.store.documents_by_keys([item])
-                if by_key:
+                whole_file = self.store.file_by_path(item)
+                if by_key and whole_file is None:  # a record: the rest of its file stays
                     self.indexer.remove_documents([(d, c) for d, c, _ in by_key])
                     forgotten += len(by_key)
                     continue

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError, ReadError
-from .records import BadRecord, RecordOptions, read_records, sniff_encoding
+from .records import Record, RecordOptions, read_records, sniff_encoding
 from .sources import file_text, read_bytes
 
 KEEP_RULES = ("first", "last", "longest", "shortest")
@@ -77,11 +77,13 @@ def export_records(
             continue
         options = RecordOptions.from_json(row.options)
         stored = db.store.keys_of_file(row.id)
+        emitted: set[str] = set()
         with open(path, "rb") as stream:
             encoding = sniff_encoding(stream.read(64 * 1024))
             for item in read_records(stream, options, 0, 0, encoding):
-                if isinstance(item, BadRecord):
+                if not isinstance(item, Record):
                     continue
                 key = f"{row.path}#{item.record_id}"
-                if key in stored and key not in drop and (only is None or key in only):
+                if key in stored and key not in drop and (only is None or key in only) and key not in emitted:
+                    emitted.add(key)  # a repeated id was stored once, from its first record
                     yield ExportedRecord(key, item.text, item.raw, options.format)

@@ -22,7 +22,7 @@ from .hashing import bytes_hash
 from .index import Indexer, NewDocument
 from .parallel import PendingSketches, SketchPool, default_workers
 from .normalize import normalize, normalize_lines
-from .records import BadRecord, RecordOptions, read_records, sniff_encoding
+from .records import BadRecord, EndOfRecords, RecordOptions, read_records, sniff_encoding
 from .sources import Candidate, Skipped, file_text, read_bytes, walk
 from .store import FileRow, Store
 
@@ -134,13 +134,14 @@ class Ingest:
                 raise InputError(f"no such file or folder: {path}")
             roots.append(path.resolve())
         found: list[Candidate] = []
+        seen: set[str] = set()
         for root in roots:
             for item in walk(root, include, exclude):
                 if isinstance(item, Skipped):
                     self.summary.skipped.append((str(item.path), item.reason))
-                else:
+                elif str(item.path) not in seen:  # overlapping paths given (a folder and a file inside it)
+                    seen.add(str(item.path))
                     found.append(item)
-        seen = {str(c.path) for c in found}
         for root in roots:
             rows = self.store.files_under(str(root)) if root.is_dir() else [self.store.file_by_path(str(root))]
             self._known.update((row.path, row) for row in rows if row is not None)
@@ -148,10 +149,10 @@ class Ingest:
             if any(str(p) == STDIN for p in paths):
                 self._ingest_stdin(stdin, records.resolved(records.format))
             for done, candidate in enumerate(found, 1):
-                fmt = records.format_for(candidate.path) if records else None
-                if fmt:
+                options = self._record_options(candidate, records)
+                if options:
                     self._flush()
-                    self._ingest_record_file(candidate, records.resolved(fmt))
+                    self._ingest_record_file(candidate, options)
                 else:
                     self._consider(candidate)
                     if len(self._pending) >= INGEST_BATCH:
@@ -169,6 +170,17 @@ class Ingest:
         self.save_state(True)
         self.summary.seconds = time.perf_counter() - started
         return self.summary
+
+    def _record_options(self, candidate: Candidate, records: RecordOptions | None) -> RecordOptions | None:
+        """How to read a file as records: as asked, or as it was read before when nothing is asked, so that a
+        plain 'add FOLDER' keeps reading a record file as records."""
+        if records is not None:
+            fmt = records.format_for(candidate.path)
+            return records.resolved(fmt) if fmt else None
+        known = self._known.get(str(candidate.path))
+        if known is not None and known.kind == "records" and known.options:
+            return RecordOptions.from_json(known.options)
+        return None
 
     # --- whole files ---------------------------------------------------------------
 
@@ -244,7 +256,12 @@ class Ingest:
             with open(candidate.path, "rb") as stream:
                 hasher = xxhash.xxh3_128()
                 start = (0, 0)
-                if same_reading and candidate.size >= known.size and _hash_prefix(stream, known.size, hasher) == known.digest:
+                if (
+                    same_reading
+                    and candidate.size >= known.size
+                    and _ends_a_line(stream, known.size)
+                    and _hash_prefix(stream, known.size, hasher) == known.digest
+                ):
                     start = (known.size, known.records)  # grown, or read part-way before: go on from there
                     if known.size == candidate.size:
                         with self.store.transaction():
@@ -283,7 +300,7 @@ class Ingest:
 
     def _notice_missing(self, root: Path, seen: set[str]) -> None:
         gone = [f for f in self.store.files_under(str(root)) if f.status != "missing" and f.path not in seen]
-        gone = [f for f in gone if not os.path.exists(f.path)]
+        gone = [f for f in gone if _vanished(f.path)]
         if not gone:
             return
         with self.store.transaction():
@@ -314,9 +331,11 @@ class _RecordRead:
         offset, line = start
         summary = self.ingest.summary
         for item in read_records(stream, self.options, start[0], start[1], encoding, hasher):
-            offset, line = item.end_offset, item.line
+            offset, line = item.end_offset, item.end_line  # physical lines, so a resumed read counts on right
             if isinstance(item, BadRecord):
                 summary.note_bad(f"{self.path}:{item.line}", item.reason)
+                continue
+            if isinstance(item, EndOfRecords):
                 continue
             key = f"{self.key_prefix}#{item.record_id}"
             batch.append((key, item.record_id, item.text, item.line))
@@ -360,6 +379,26 @@ class _RecordRead:
             self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
             self.ingest.summary.records += len(documents)
             self.ingest.save_state(False)
+
+
+def _vanished(path: str) -> bool:
+    """True only when the file is really not there: a folder that cannot be read says nothing of its files."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _ends_a_line(stream: BinaryIO, offset: int) -> bool:
+    """Whether what was read before ended with a whole line: only then can reading go on from there (a last
+    line still being written when it was read must be read again whole)."""
+    if offset == 0:
+        return True
+    stream.seek(offset - 1)
+    return stream.read(1) == b"\n"
 
 
 def _hash_prefix(stream: BinaryIO, length: int, hasher) -> str:

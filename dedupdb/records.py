@@ -63,6 +63,7 @@ class Record:
     text: str
     raw: str           # the record as it stands in the file (a JSON line, a CSV row, a line)
     end_offset: int    # bytes of the file consumed once this record is read
+    end_line: int = 0  # lines consumed by then (a CSV record may span several)
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,15 @@ class BadRecord:
     line: int
     reason: str
     end_offset: int
+    end_line: int = 0
+
+
+@dataclass(frozen=True)
+class EndOfRecords:
+    """Where reading stopped: everything up to here was consumed, blank lines included."""
+
+    end_offset: int
+    end_line: int
 
 
 class _Lines:
@@ -134,26 +144,28 @@ def read_records(
     stream.seek(start_offset)
     lines = _Lines(stream, encoding, start_offset, start_line, hasher)
     for text in lines:
+        at = (lines.offset, lines.line)
         if lines.too_long:
-            yield BadRecord(lines.too_long.pop(), f"longer than {MAX_RECORD_BYTES // (1 << 20)} MiB", lines.offset)
+            yield BadRecord(lines.too_long.pop(), f"longer than {MAX_RECORD_BYTES // (1 << 20)} MiB", *at)
             continue
         if lines.line == 1:
             text = text.lstrip("\ufeff")
         if not text.strip():
             continue
         if fmt == "lines":
-            yield Record(lines.line, str(lines.line), text.rstrip("\r\n"), text.rstrip("\r\n"), lines.offset)
+            yield Record(lines.line, str(lines.line), text.rstrip("\r\n"), text.rstrip("\r\n"), *at)
             continue
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            yield BadRecord(lines.line, f"invalid JSON ({exc.msg})", lines.offset)
+            yield BadRecord(lines.line, f"invalid JSON ({exc.msg})", *at)
             continue
         item = _pick(obj, options, lines.line)
         if isinstance(item, str):
-            yield BadRecord(lines.line, item, lines.offset)
+            yield BadRecord(lines.line, item, *at)
         else:
-            yield Record(lines.line, item[0], item[1], text.rstrip("\r\n"), lines.offset)
+            yield Record(lines.line, item[0], item[1], text.rstrip("\r\n"), *at)
+    yield EndOfRecords(lines.offset, lines.line)
 
 
 def _pick(obj, options: RecordOptions, line: int) -> tuple[str, str] | str:
@@ -178,6 +190,7 @@ def _csv_records(stream: BinaryIO, options: RecordOptions, start_offset: int, st
     sample = stream.read(_SAMPLE_BYTES).decode(encoding, errors="replace").lstrip("\ufeff")
     try:
         dialect = csv.Sniffer().sniff("\n".join(sample.split("\n")[:20]) or ",", delimiters=",;\t|")
+        dialect.doublequote = True  # the sniffer says False when its sample has no "" in it
     except csv.Error:
         dialect = csv.excel
     stream.seek(0)
@@ -186,6 +199,7 @@ def _csv_records(stream: BinaryIO, options: RecordOptions, start_offset: int, st
     try:
         header = [h.lstrip("\ufeff").strip() for h in next(header_reader)]
     except StopIteration:
+        yield EndOfRecords(lines.offset, lines.line)
         return
     if options.text_field not in header:
         raise InputError(f"no column {options.text_field!r} in the header ({', '.join(header[:10])})")
@@ -202,22 +216,23 @@ def _csv_records(stream: BinaryIO, options: RecordOptions, start_offset: int, st
         try:
             row = next(reader)
         except StopIteration:
+            yield EndOfRecords(lines.offset, lines.line)
             return
         except csv.Error as exc:
-            yield BadRecord(first_line, f"invalid CSV ({exc})", lines.offset)
+            yield BadRecord(first_line, f"invalid CSV ({exc})", lines.offset, lines.line)
             continue
+        at = (lines.offset, lines.line)
         while lines.too_long:
-            yield BadRecord(lines.too_long.pop(), f"longer than {MAX_RECORD_BYTES // (1 << 20)} MiB", lines.offset)
+            yield BadRecord(lines.too_long.pop(), f"longer than {MAX_RECORD_BYTES // (1 << 20)} MiB", *at)
         if not row or all(not cell.strip() for cell in row):
             continue
         if len(row) != len(header):
-            yield BadRecord(first_line, f"{len(row)} fields where the header has {len(header)}", lines.offset)
+            yield BadRecord(first_line, f"{len(row)} fields where the header has {len(header)}", *at)
             continue
         record_id = row[id_at] if id_at is not None else str(first_line)
         if id_at is not None and not record_id:
-            yield BadRecord(first_line, f"no value for {options.id_field!r}", lines.offset)
+            yield BadRecord(first_line, f"no value for {options.id_field!r}", *at)
             continue
         out = io.StringIO()
         csv.writer(out, dialect).writerow(row)
-        yield Record(first_line, record_id, row[text_at], out.getvalue().rstrip("\r\n"), lines.offset)
-
+        yield Record(first_line, record_id, row[text_at], out.getvalue().rstrip("\r\n"), *at)

@@ -12,8 +12,10 @@ from datetime import datetime
 from typing import TextIO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from .database import Cluster, Pair, QueryHit
@@ -78,16 +80,16 @@ def add_summary_json(summary: AddSummary) -> dict:
 
 def add_summary(summary: AddSummary, verbose: bool = False) -> None:
     for path, reason in summary.failed:
-        err_console.print(f"[red]failed[/red] {path}: {reason}", highlight=False)
+        err_console.print(f"[red]failed[/red] {escape(path)}: {escape(reason)}", highlight=False)
     for where, reason in summary.bad_records[:50]:
-        err_console.print(f"[yellow]bad record[/yellow] {where}: {reason}", highlight=False)
+        err_console.print(f"[yellow]bad record[/yellow] {escape(where)}: {escape(reason)}", highlight=False)
     if summary.bad_record_count > 50:
         err_console.print(f"... and {summary.bad_record_count - 50} more bad records (see --format json)")
     if verbose:
         for path, reason in summary.skipped:
-            console.print(f"[dim]skipped[/dim] {path}: {reason}", highlight=False)
+            console.print(f"[dim]skipped[/dim] {escape(path)}: {escape(reason)}", highlight=False)
     for path in summary.missing:
-        console.print(f"[yellow]missing[/yellow] {path}", highlight=False)
+        console.print(f"[yellow]missing[/yellow] {escape(path)}", highlight=False)
     counts = summary.counts()
     parts = [f"{name} {count}" for name, count in counts.items()]
     if summary.records or summary.bad_record_count:
@@ -132,10 +134,10 @@ def report_table(clusters: list[Cluster]) -> None:
             f"{human_bytes(cluster.reclaimable_bytes)} reclaimable"
         )
         tree = Tree(title, highlight=False)
-        tree.add(f"[green]keep[/green] {rep.key}  [dim]{human_bytes(rep.bytes)} · {_when(rep.mtime_ns)}[/dim]")
+        tree.add(f"[green]keep[/green] {escape(rep.key)}  [dim]{human_bytes(rep.bytes)} · {_when(rep.mtime_ns)}[/dim]")
         for m in cluster.members[1:]:
             label = "exact" if m.exact else f"{m.similarity:.2f}"
-            tree.add(f"[cyan]{label:>5}[/cyan] {m.key}  [dim]{human_bytes(m.bytes)} · {_when(m.mtime_ns)}[/dim]")
+            tree.add(f"[cyan]{label:>5}[/cyan] {escape(m.key)}  [dim]{human_bytes(m.bytes)} · {_when(m.mtime_ns)}[/dim]")
         console.print(tree)
     total = sum(c.reclaimable_bytes for c in clusters)
     console.print(f"{len(clusters)} clusters, {human_bytes(total)} reclaimable", highlight=False)
@@ -162,8 +164,8 @@ def query_table(hits: list[QueryHit]) -> None:
         table.add_row(
             "exact" if h.exact else f"{h.jaccard:.3f}",
             "" if h.hamming is None else str(h.hamming),
-            h.key,
-            h.snippet[:80],
+            Text(h.key),
+            Text(h.snippet[:80]),
         )
     console.print(table)
 
@@ -195,7 +197,7 @@ def stats_table(stats: dict) -> None:
             value = f"{human_bytes(value)} ({value})"
         elif isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items())
-        table.add_row(name.replace("_", " "), str(value))
+        table.add_row(name.replace("_", " "), Text(str(value)))
     console.print(table)
 
 
@@ -205,7 +207,7 @@ def stats_table(stats: dict) -> None:
 def filter_report(report) -> None:
     """The filter's tally on stderr, so stdout carries only records."""
     for line, reason in report.bad_records[:20]:
-        err_console.print(f"[yellow]bad record[/yellow] line {line}: {reason}", highlight=False)
+        err_console.print(f"[yellow]bad record[/yellow] line {line}: {escape(reason)}", highlight=False)
     err_console.print(
         f"read {report.read}, kept {report.kept}, exact duplicates {report.exact_duplicates}, "
         f"near duplicates {report.near_duplicates}, already stored {report.stored_duplicates}, "
@@ -256,8 +258,6 @@ def diff_json(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: flo
 
 
 def diff_view(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: float, result, unified: bool) -> None:
-    from rich.text import Text
-
     console.print(
         f"jaccard {jaccard:.3f} · {result.unit}-level ratio {result.ratio:.3f} · "
         f"{human_bytes(len(text_a.encode()))} vs {human_bytes(len(text_b.encode()))} · {len(result.changes)} changes",
@@ -279,8 +279,8 @@ def diff_view(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: flo
         left.append(o.a_text, style=None if o.op == "equal" else "bold red")
         right.append(o.b_text, style=None if o.op == "equal" else "bold green")
     table = Table(expand=True, highlight=False)
-    table.add_column(label_a, ratio=1)
-    table.add_column(label_b, ratio=1)
+    table.add_column(Text(label_a), ratio=1)
+    table.add_column(Text(label_b), ratio=1)
     table.add_row(left, right)
     console.print(table)
 
@@ -298,9 +298,11 @@ def plan_table(plan, action: str, to) -> None:
         console.print("Nothing to clean.")
         return
     table = Table("cluster", "keep", action, "similarity", "size", highlight=False)
+    for column in table.columns[1:3]:
+        column.overflow = "fold"  # every character of a path matters when files are about to move
     for step in plan.steps:
         table.add_row(
-            str(step.cluster), step.keep.path, step.remove.path,
+            str(step.cluster), Text(step.keep.path), Text(step.remove.path),
             "exact" if step.exact else f"{step.similarity:.2f}", human_bytes(step.remove.bytes),
         )
     console.print(table)
@@ -314,9 +316,9 @@ def plan_table(plan, action: str, to) -> None:
 
 def clean_outcome(outcome, action: str) -> None:
     for path, why in outcome.skipped:
-        err_console.print(f"[yellow]skipped[/yellow] {path}: {why}", highlight=False)
+        err_console.print(f"[yellow]skipped[/yellow] {escape(path)}: {escape(why)}", highlight=False)
     for path, why in outcome.failed:
-        err_console.print(f"[red]failed[/red] {path}: {why}", highlight=False)
+        err_console.print(f"[red]failed[/red] {escape(path)}: {escape(why)}", highlight=False)
     batch = f" (journal batch {outcome.batch}; 'dedupdb undo {outcome.batch}' puts it back)" if outcome.batch else ""
     console.print(
         f"{action}: {len(outcome.done)} done, {len(outcome.skipped)} skipped, {len(outcome.failed)} failed{batch}",
@@ -326,7 +328,7 @@ def clean_outcome(outcome, action: str) -> None:
 
 def undo_outcome(outcome) -> None:
     for path, why in outcome.cannot:
-        err_console.print(f"[yellow]cannot restore[/yellow] {path}: {why}", highlight=False)
+        err_console.print(f"[yellow]cannot restore[/yellow] {escape(path)}: {escape(why)}", highlight=False)
     console.print(
         f"batch {outcome.batch}: {len(outcome.restored)} restored, {len(outcome.cannot)} cannot be restored",
         highlight=False,
@@ -354,6 +356,6 @@ def journal_table(batches) -> None:
     table = Table("batch", "created", "action", "target", "entries", "undone", highlight=False)
     for item in journal_json(batches):
         entries = ", ".join(f"{k} {v}" for k, v in sorted(item["entries"].items()))
-        table.add_row(str(item["batch"]), item["created"], item["action"], item["target"] or "", entries,
+        table.add_row(str(item["batch"]), item["created"], item["action"], Text(item["target"] or ""), entries,
                       item["undone"] or "")
     console.print(table)

@@ -57,11 +57,19 @@ def walk(
     if root.is_file():
         yield from _consider(root, include, exclude, explicit=True)
         return
-    for directory, subdirs, files in os.walk(root, onerror=None):
+    unreadable: list[OSError] = []
+    for directory, subdirs, files in os.walk(root, onerror=unreadable.append):
+        while unreadable:
+            error = unreadable.pop()
+            yield Skipped(Path(error.filename), f"cannot read folder: {error.strerror or error}")
         base = Path(directory)
         kept = []
         for name in sorted(subdirs):
-            if name.startswith("."):
+            if not _valid_name(name):
+                yield Skipped(base / name, "name is not valid UTF-8")
+            elif (base / name).is_symlink():
+                yield Skipped(base / name, "symbolic link")
+            elif name.startswith("."):
                 yield Skipped(base / name, "hidden folder")
             elif _matches(base / name, exclude):
                 yield Skipped(base / name, "excluded")
@@ -72,7 +80,25 @@ def walk(
             yield from _consider(base / name, include, exclude, explicit=False)
 
 
+def _valid_name(name: str) -> bool:
+    """Names that are not valid UTF-8 reach Python with surrogates, which the store cannot hold."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _consider(path: Path, include: tuple[str, ...], exclude: tuple[str, ...], explicit: bool):
+    if not _valid_name(str(path)):
+        yield Skipped(Path(os.fsdecode(os.fsencode(path)).encode("utf-8", "replace").decode("utf-8")),
+                      "name is not valid UTF-8")
+        return
+    if not explicit and path.is_symlink():
+        # The link's target is indexed where it lies; indexing the link too would let a cleanup keep the
+        # link and remove the file it points to.
+        yield Skipped(path, "symbolic link")
+        return
     if not explicit and path.name.startswith("."):
         yield Skipped(path, "hidden file")
         return

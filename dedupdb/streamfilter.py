@@ -24,7 +24,7 @@ from .fingerprint import Fingerprinter
 from .lsh import band_keys, optimal_banding
 from .minhash import sketch_jaccard
 from .normalize import normalize, normalize_lines
-from .records import BadRecord, RecordOptions, read_records, sniff_encoding
+from .records import BadRecord, Record, RecordOptions, read_records, sniff_encoding
 from .weights import CorpusIdf
 
 _BATCH = 8192
@@ -135,15 +135,18 @@ def _line_items(
     raw_bloom, byte-for-byte repeats are dropped first (their keys are then not kept exactly)."""
     line = 0
     batch = _Batch()
+    encoding = None
     while True:
         block = stream.readlines(1 << 20)
         if not block:
             break
+        if encoding is None:  # judged from the start of the stream, as for record files
+            encoding = sniff_encoding(b"".join(block)[: 64 * 1024])
         if raw_bloom is not None:
             block = _unseen_raw_lines(block, raw_bloom, report)
             if not block:
                 continue
-        data = b"".join(block).decode("utf-8", errors="replace")
+        data = b"".join(block).decode(encoding, errors="replace")
         if line == 0:
             data = data.lstrip("\ufeff")
         raws = data.split("\n")
@@ -199,6 +202,8 @@ def _csv_items(stream: BinaryIO, options: RecordOptions, report: FilterReport, h
         for item in read_records(spool, options, 0, 0, encoding):
             if isinstance(item, BadRecord):
                 report.note_bad(item.line, item.reason)
+                continue
+            if not isinstance(item, Record):
                 continue
             batch.keys.append(item.record_id)
             batch.texts.append(normalize(item.text))
