@@ -39,11 +39,11 @@ class Settings:
 
     threshold: float = 0.5          # Jaccard similarity at or above which two documents are near-duplicates
     num_perm: int = 128             # MinHash permutations
-    word_ngram: int = 3             # shingle size for space-separated text (words)
+    word_ngram: int = 2             # shingle size for space-separated text (words)
     cjk_ngram: int = 2              # shingle size for CJK text (characters)
     simhash_distance: int = 3       # Hamming distance for SimHash near-duplicates
     simhash_min_features: int = 60  # shorter documents are judged by MinHash only
-    sketch_size: int = 256          # bottom-k shingle hashes kept to verify candidates
+    sketch_size: int = 1024         # bottom-k shingle hashes kept to verify candidates
     seed: int = 1
     algorithm: int = ALGORITHM_VERSION
 

@@ -25,10 +25,17 @@ class Verdict:
     duplicate: bool
 
 
+# SimHash alone may admit a pair the Jaccard does not, but not one with almost no shingles in common: on
+# news wire, related stories on one topic can fall within 3 bits at a Jaccard near 0.1.
+SIMHASH_MIN_JACCARD = 0.3
+
+
 def judge(a: Signature, b: Signature, threshold: float, max_distance: int, sketch_size: int) -> Verdict:
     """Near-duplicate when the Jaccard from the bottom-k sketches reaches the threshold, or when both
-    texts are long enough for SimHash and their fingerprints lie within max_distance bits."""
+    texts are long enough for SimHash, their fingerprints lie within max_distance bits and they still share
+    a fair part of their shingles."""
     jaccard = sketch_jaccard(a.sketch, b.sketch, sketch_size)
     distance = hamming(a.simhash, b.simhash) if a.simhash is not None and b.simhash is not None else None
-    duplicate = jaccard >= threshold or (distance is not None and distance <= max_distance)
+    by_simhash = distance is not None and distance <= max_distance and jaccard >= SIMHASH_MIN_JACCARD
+    duplicate = jaccard >= threshold or by_simhash
     return Verdict(round(jaccard, 4), distance, duplicate)
