@@ -91,7 +91,7 @@ def init(
         cjk_ngram=cjk_ngram,
         simhash_distance=simhash_distance,
     ) as database:
-        render.console.print(f"Database ready at {database.store.path}", highlight=False)
+        render.console.print(f"Database ready at {database.path}", highlight=False)
 
 
 class RecordFormat(str, Enum):
@@ -181,7 +181,7 @@ def query(
     else:
         raise DedupError("give a TEXT to look for, '-' for standard input, or --file PATH")
     with _open(db) as database:
-        if database.store.content_count() == 0:
+        if database.is_empty():
             raise DedupError("the database is empty; add documents with 'dedupdb add PATH' first")
         hits = database.query(content, threshold=threshold, top=top)
     if fmt is ListFormat.json:
@@ -384,7 +384,7 @@ def journal(
 ) -> None:
     """List cleanup batches, newest first, with what became of their actions."""
     with _open(db) as database:
-        batches = database.store.journal_batches()
+        batches = database.journal()
     if fmt is ListFormat.json:
         render.write_json(render.journal_json(batches))
     else:

@@ -129,6 +129,10 @@ class Database:
             store.close()
             raise
 
+    @property
+    def path(self) -> Path:
+        return self.store.path
+
     def close(self) -> None:
         self.store.close()
 
@@ -236,6 +240,13 @@ class Database:
                 out.append(cluster)
         out.sort(key=lambda c: (-c.reclaimable_bytes, -len(c.members), c.representative.key))
         return out
+
+    def is_empty(self) -> bool:
+        return self.store.content_count() == 0
+
+    def journal(self) -> list[tuple]:
+        """Cleanup batches, newest first: (id, created_at, action, target, undone_at, {status: count})."""
+        return self.store.journal_batches()
 
     def document_text(self, key_or_path: str) -> tuple[str, str]:
         """(label, text) of a stored document, read back from its source, or of any file on disk."""
