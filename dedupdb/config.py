@@ -38,7 +38,7 @@ class Settings:
     """Parameters fixed when a database is created and recorded in its meta table."""
 
     threshold: float = 0.5          # Jaccard similarity at or above which two documents are near-duplicates
-    num_perm: int = 128             # MinHash permutations
+    num_perm: int = 256             # MinHash permutations (53 bands x 4 rows at threshold 0.5)
     word_ngram: int = 2             # shingle size for space-separated text (words)
     cjk_ngram: int = 2              # shingle size for CJK text (characters)
     simhash_distance: int = 3       # Hamming distance for SimHash near-duplicates

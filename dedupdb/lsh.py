@@ -29,10 +29,12 @@ def _area(f, lo: float, hi: float, points: int = 512) -> float:
     return float(np.sum((y[1:] + y[:-1]) * np.diff(x)) / 2.0)
 
 
-# Every candidate is verified against its sketch, so a false positive of the banding costs a little time
+# Every candidate is verified against its sketch, so a false positive of the banding costs some time
 # while a false negative loses a pair for good: the weights lean hard towards recall. At threshold 0.5 and
-# 128 permutations this gives 26 bands x 3 rows, which makes a pair at the threshold a candidate with
-# probability 0.97 (equal weights give 25 x 5 and 0.55).
+# 256 permutations this gives 53 bands x 4 rows: a pair at the threshold becomes a candidate with
+# probability 0.97 (equal weights give 0.48), one at Jaccard 0.05 with probability 0.0003. With 128
+# permutations the same weights need rows of 3, and ten times as many unrelated pairs become candidates,
+# which slows adding and querying as a store grows.
 FALSE_POSITIVE_WEIGHT = 0.05
 FALSE_NEGATIVE_WEIGHT = 0.95
 

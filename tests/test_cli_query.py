@@ -100,7 +100,7 @@ def test_report_table_and_csv(cli, indexed):
 def test_stats(cli, indexed):
     stats = json.loads(cli("stats", "--format", "json").stdout)
     assert stats["documents"] == 9 and stats["clusters"] == 3
-    assert stats["settings"]["threshold"] == 0.5 and stats["lsh"]["bands"] * stats["lsh"]["rows"] <= 128
+    assert stats["settings"]["threshold"] == 0.5 and stats["lsh"]["bands"] * stats["lsh"]["rows"] <= 256
     assert stats["reclaimable_bytes"] > 0 and stats["database_bytes"] > 0
     assert "reclaimable bytes" in cli("stats").stdout
 
