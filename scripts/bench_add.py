@@ -25,7 +25,6 @@ import cProfile
 import gzip
 import io
 import json
-import os
 import pstats
 import resource
 import shutil
@@ -276,7 +275,7 @@ def main() -> None:
         note = f" (extrapolated: {len(texts) / rate:.0f} s for {len(texts):,})" if extrapolated else ""
         print(f"{name:<40} {docs:>8,} {seconds:>9.1f} {rate:>9,.0f} {ratio:>14} {rss:>12,.0f}{note}")
     print("peak RSS is the process high-water mark after each step (cumulative; the texts stay in memory throughout)")
-    print(f"peers work on texts already in memory; dedupdb walks, reads, decodes and normalizes the files itself")
+    print("peers work on texts already in memory; dedupdb walks, reads, decodes and normalizes the files itself")
 
     if not args.keep_dir:
         shutil.rmtree(args.workdir, ignore_errors=True)

@@ -317,7 +317,7 @@ def main() -> None:
         env = {**os.environ, "LC_ALL": "C"}
         out_c = os.path.join(tmp, "out_sort.txt")
         r_sort = run_timed(["sort", "-u", "-T", tmp], src, out_c, env)
-        report_row(f"(c) LC_ALL=C sort -u (default threads)", n, r_sort["wall"], r_sort["cpu"], count_lines(out_c),
+        report_row("(c) LC_ALL=C sort -u (default threads)", n, r_sort["wall"], r_sort["cpu"], count_lines(out_c),
                    r_sort["rss_mb"])
         r_sort1 = run_timed(["sort", "-u", "--parallel=1", "-T", tmp], src, out_c, env)
         report_row("    LC_ALL=C sort -u --parallel=1", n, r_sort1["wall"], r_sort1["cpu"], count_lines(out_c),

@@ -5,7 +5,6 @@ import json
 import math
 
 import numpy as np
-import pytest
 
 from dedupdb.bloom import BloomFilter, optimal_size
 from dedupdb.cli import app
