@@ -118,7 +118,9 @@ class Indexer:
             return
         signatures = {cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()}
         missing = {c for pair in candidates for c in pair if c not in signatures}
-        signatures.update((cid, _signature(row)) for cid, row in self.store.contents(missing).items())
+        signatures.update(
+            (cid, Signature(sketch, _unsigned(simhash))) for cid, (sketch, simhash) in self.store.sketches(missing).items()
+        )
         pairs = []
         for a, b in sorted(candidates):
             verdict = self._judge(signatures[a], signatures[b])
@@ -190,8 +192,8 @@ class Indexer:
         s = self.settings
         limit = s.threshold if threshold is None else threshold
         matches = [Match(exact, 1.0, 0 if fp.simhash is not None else None, True)] if exact else []
-        for cid, row in self.store.contents(candidates).items():
-            verdict = judge(mine, _signature(row), limit, s.simhash_distance, s.sketch_size)
+        for cid, (sketch, simhash) in self.store.sketches(candidates).items():
+            verdict = judge(mine, Signature(sketch, _unsigned(simhash)), limit, s.simhash_distance, s.sketch_size)
             if verdict.duplicate:
                 matches.append(Match(cid, verdict.jaccard, verdict.hamming, False))
         matches.sort(key=lambda m: (-m.jaccard, m.hamming if m.hamming is not None else 65, m.content_id))
@@ -208,10 +210,6 @@ def _fingerprints(rows: dict[int, ContentRow]) -> dict[int, Fingerprint]:
         cid: Fingerprint(b"", row.chars, row.shingles, row.minhash, row.sketch, _unsigned(row.simhash))
         for cid, row in rows.items()
     }
-
-
-def _signature(row: ContentRow) -> Signature:
-    return Signature(row.sketch, _unsigned(row.simhash))
 
 
 def _negative_counts(documents: list[tuple[int, int]]) -> dict[int, int]:

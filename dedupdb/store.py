@@ -310,6 +310,15 @@ class Store:
                 out[r[0]] = ContentRow(r[0], r[1], r[2], _array(r[3]), _array(r[4]), r[5], r[6], r[7])
         return out
 
+    def sketches(self, content_ids: Iterable[int]) -> dict[int, tuple[np.ndarray, int | None]]:
+        """(bottom-k sketch, signed SimHash) of contents: all that verifying a candidate reads."""
+        ids = list(content_ids)
+        out: dict[int, tuple[np.ndarray, int | None]] = {}
+        for chunk in _chunks(ids):
+            rows = self._q(f"SELECT id, sketch, simhash FROM contents WHERE id IN ({_marks(len(chunk))})", chunk)
+            out.update((r[0], (_array(r[1]), r[2])) for r in rows)
+        return out
+
     def delete_content(self, content_id: int) -> None:
         self.conn.execute("DELETE FROM contents WHERE id = ?", (content_id,))
 
