@@ -40,6 +40,23 @@ class Match:
     exact: bool
 
 
+@dataclass(frozen=True)
+class SlotKeys:
+    """Index keys of contents: keys[i, slot] belongs to content_ids[i] (slot = LSH band or SimHash block)."""
+
+    content_ids: list[int]
+    keys: np.ndarray  # (contents, slots) int64
+
+    def rows(self) -> list[tuple[int, int, int]]:
+        """(slot, key, content_id) rows, in index order."""
+        count, slots = self.keys.shape
+        slot = np.tile(np.arange(slots, dtype=np.int64), count)
+        ids = np.repeat(np.asarray(self.content_ids, dtype=np.int64), slots)
+        keys = self.keys.ravel()
+        order = np.lexsort((ids, keys, slot))
+        return list(zip(slot[order].tolist(), keys[order].tolist(), ids[order].tolist()))
+
+
 class Indexer:
     def __init__(self, store: Store, settings: Settings, banding: Banding, fingerprinter: Fingerprinter) -> None:
         self.store = store
@@ -58,24 +75,23 @@ class Indexer:
             return []
         return [(i, v, content_id) for i, v in enumerate(block_keys(simhash, self.settings.simhash_distance))]
 
-    def _index_rows_of(self, fingerprints: dict[int, Fingerprint]):
-        """Band and block rows of many contents, the band keys computed in one vectorized pass."""
-        band_rows: list[tuple[int, int, int]] = []
-        block_rows: list[tuple[int, int, int]] = []
-        with_shingles = [(cid, fp) for cid, fp in fingerprints.items() if fp.shingles]
+    def _index_keys(self, fingerprints: dict[int, Fingerprint]) -> tuple["SlotKeys", "SlotKeys"]:
+        """LSH band keys and SimHash block keys of many contents, the band keys in one vectorized pass."""
+        with_shingles = [cid for cid, fp in fingerprints.items() if fp.shingles]
+        with_simhash = [cid for cid, fp in fingerprints.items() if fp.simhash is not None]
+        bands = SlotKeys(with_shingles, np.zeros((0, self.banding.bands), dtype=np.int64))
         if with_shingles:
-            keys = band_keys(np.stack([fp.minhash for _, fp in with_shingles]), self.banding)
-            count, bands = keys.shape
-            band_column = np.tile(np.arange(bands, dtype=np.int64), count)
-            id_column = np.repeat(np.array([cid for cid, _ in with_shingles], dtype=np.int64), bands)
-            order = np.lexsort((id_column, keys.ravel(), band_column))  # index order: cheaper inserts and probes
-            band_rows = list(
-                zip(band_column[order].tolist(), keys.ravel()[order].tolist(), id_column[order].tolist())
-            )
-        for cid, fp in fingerprints.items():
-            block_rows += self._block_rows(cid, fp.simhash)
-        block_rows.sort()
-        return band_rows, block_rows
+            bands = SlotKeys(with_shingles, band_keys(np.stack([fingerprints[c].minhash for c in with_shingles]),
+                                                      self.banding))
+        distance = self.settings.simhash_distance
+        block_count = len(block_keys(0, distance))
+        blocks = SlotKeys(
+            with_simhash,
+            np.array([block_keys(fingerprints[c].simhash, distance) for c in with_simhash], dtype=np.int64).reshape(
+                len(with_simhash), block_count
+            ),
+        )
+        return bands, blocks
 
     # --- adding ------------------------------------------------------------------
 
@@ -98,21 +114,20 @@ class Indexer:
         new_ids: dict[int, Fingerprint] = dict(zip(content_ids, fingerprints))
         for fp, content_id in zip(fingerprints, content_ids):
             known[fp.content_hash] = content_id
-        band_rows, block_rows = self._index_rows_of(new_ids)
-        self.store.insert_bands(band_rows)
-        self.store.insert_blocks(block_rows)
         self.store.insert_documents(
             [(d.key, d.file_id, d.record, known[h], d.bytes, d.mtime_ns, d.snippet) for h, d in zip(hashes, documents)]
         )
         self.store.change_document_counts(dict(Counter(known[h] for h in hashes)))
-        self._link(new_ids, band_rows, block_rows)
+        self._index_and_link(new_ids)
         return len(new_ids)
 
-    def _link(self, new: dict[int, Fingerprint], band_rows, block_rows) -> None:
-        """Verify the candidates of new contents, store the pairs and merge their clusters."""
+    def _index_and_link(self, new: dict[int, Fingerprint]) -> None:
+        """Add the index rows of new contents, verify the candidates they meet, store the pairs and merge
+        their clusters."""
+        bands, blocks = self._index_keys(new)
         candidates = set()
-        for table, rows in (("lsh_bands", band_rows), ("simhash_blocks", block_rows)):
-            for probe, other in self.store.matching_rows(table, rows):
+        for table, keys in (("lsh_bands", bands), ("simhash_blocks", blocks)):
+            for probe, other in self.store.index_and_match(table, keys.content_ids, keys.keys):
                 candidates.add((min(probe, other), max(probe, other)))
         if not candidates:
             return
@@ -153,9 +168,9 @@ class Indexer:
             return
         rows = self.store.contents(orphans)
         affected = {row.cluster for row in rows.values()}
-        band_rows, block_rows = self._index_rows_of(_fingerprints(rows))
-        self.store.delete_bands(band_rows)
-        self.store.delete_blocks(block_rows)
+        bands, blocks = self._index_keys(_fingerprints(rows))
+        self.store.delete_bands(bands.rows())
+        self.store.delete_blocks(blocks.rows())
         for content_id in orphans:
             self.store.delete_content(content_id)
         for cluster in affected:
@@ -172,10 +187,7 @@ class Indexer:
         ids = self.store.all_content_ids()
         for start in range(0, len(ids), 2000):
             new = _fingerprints(self.store.contents(ids[start : start + 2000]))
-            band_rows, block_rows = self._index_rows_of(new)
-            self.store.insert_bands(band_rows)
-            self.store.insert_blocks(block_rows)
-            self._link(new, band_rows, block_rows)
+            self._index_and_link(new)
             if progress:
                 progress(min(start + 2000, len(ids)), len(ids))
 

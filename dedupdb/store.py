@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -108,6 +109,9 @@ class Store:
             # Index rows land at random places in large B-trees: a bigger page cache saves most of the reads.
             conn.execute("PRAGMA cache_size = -262144")
             conn.execute("PRAGMA temp_store = MEMORY")
+            # An add rewrites pages all over the index B-trees, batch after batch: checkpointing every 64 MB
+            # instead of every 4 MB copies a page that changes in many batches into the file once.
+            conn.execute("PRAGMA wal_autocheckpoint = 16384")
             migrate.apply(conn, migrations)
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -330,16 +334,44 @@ class Store:
 
     # --- index rows ----------------------------------------------------------
 
-    def insert_bands(self, rows: list[tuple[int, int, int]]) -> None:
-        """rows: (band, key, content_id), best in that order: consecutive inserts then share B-tree pages."""
-        self.conn.executemany("INSERT OR IGNORE INTO lsh_bands (band, key, content_id) VALUES (?, ?, ?)", rows)
+    _SLOT_COLUMNS = {"lsh_bands": ("band", "key"), "simhash_blocks": ("block", "value")}
+
+    def index_and_match(self, table: str, content_ids: list[int], keys: np.ndarray) -> list[tuple[int, int]]:
+        """Add the index rows of contents (keys[i, slot] of content_ids[i]) and return (content id, other id)
+        for every stored content sharing a (slot, key) with one of them, those added here included.
+
+        The rows travel as one JSON array into a temporary table, sorted there in index order (so inserts and
+        probes walk the B-tree from left to right), and from there into the index in SQL: binding a million
+        Python tuples costs about as much as the inserts themselves."""
+        columns = self._SLOT_COLUMNS[table]
+        if not content_ids:
+            return []
+        count, slots = keys.shape
+        conn = self.conn
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS probe_ids (pos INTEGER PRIMARY KEY, content_id INTEGER)")
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS probe (slot INTEGER, value INTEGER, probe_id INTEGER)")
+        conn.execute("DELETE FROM temp.probe_ids")
+        conn.execute("DELETE FROM temp.probe")
+        conn.executemany("INSERT INTO temp.probe_ids (pos, content_id) VALUES (?, ?)", enumerate(content_ids))
+        conn.execute(
+            "INSERT INTO temp.probe (slot, value, probe_id) SELECT k.key % ?, k.value, i.content_id "
+            "FROM json_each(?) k JOIN temp.probe_ids i ON i.pos = k.key / ? ORDER BY 1, 2, 3",
+            (slots, json.dumps(keys.astype(np.int64).ravel().tolist()), slots),
+        )
+        conn.execute(
+            f"INSERT OR IGNORE INTO {table} ({columns[0]}, {columns[1]}, content_id) "
+            "SELECT slot, value, probe_id FROM temp.probe ORDER BY rowid"
+        )
+        found = conn.execute(
+            f"SELECT DISTINCT p.probe_id, t.content_id FROM temp.probe p CROSS JOIN {table} t "
+            f"ON t.{columns[0]} = p.slot AND t.{columns[1]} = p.value WHERE t.content_id != p.probe_id"
+        ).fetchall()
+        conn.execute("DELETE FROM temp.probe")
+        conn.execute("DELETE FROM temp.probe_ids")
+        return found
 
     def delete_bands(self, rows: list[tuple[int, int, int]]) -> None:
         self.conn.executemany("DELETE FROM lsh_bands WHERE band = ? AND key = ? AND content_id = ?", rows)
-
-    def insert_blocks(self, rows: list[tuple[int, int, int]]) -> None:
-        """rows: (block, value, content_id), best in that order."""
-        self.conn.executemany("INSERT OR IGNORE INTO simhash_blocks (block, value, content_id) VALUES (?, ?, ?)", rows)
 
     def delete_blocks(self, rows: list[tuple[int, int, int]]) -> None:
         self.conn.executemany("DELETE FROM simhash_blocks WHERE block = ? AND value = ? AND content_id = ?", rows)
@@ -350,29 +382,9 @@ class Store:
         self.conn.execute("DELETE FROM pairs")
         self.conn.execute("UPDATE contents SET cluster = id")
 
-    def matching_rows(self, table: str, rows: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
-        """(probe id, stored content id) for every stored row sharing (band, key) or (block, value) with a probe row."""
-        if table == "lsh_bands":
-            columns = ("band", "key")
-        elif table == "simhash_blocks":
-            columns = ("block", "value")
-        else:
-            raise ValueError(table)
-        if not rows:
-            return []
-        self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS probe (slot INTEGER, value INTEGER, probe_id INTEGER)")
-        self.conn.execute("DELETE FROM temp.probe")
-        self.conn.executemany("INSERT INTO temp.probe (slot, value, probe_id) VALUES (?, ?, ?)", rows)
-        found = self.conn.execute(
-            f"SELECT DISTINCT p.probe_id, t.content_id FROM temp.probe p CROSS JOIN {table} t "
-            f"ON t.{columns[0]} = p.slot AND t.{columns[1]} = p.value WHERE t.content_id != p.probe_id"
-        ).fetchall()
-        self.conn.execute("DELETE FROM temp.probe")
-        return found
-
     def lookup(self, table: str, rows: list[tuple[int, int]]) -> set[int]:
         """Content ids under any of the given (band, key) or (block, value) slots: one index probe each."""
-        columns = ("band", "key") if table == "lsh_bands" else ("block", "value")
+        columns = self._SLOT_COLUMNS[table]
         sql = f"SELECT content_id FROM {table} WHERE {columns[0]} = ? AND {columns[1]} = ?"
         found: set[int] = set()
         for slot, value in rows:
