@@ -7,8 +7,9 @@ in the same run times two peers on the same texts (already in memory, so the
 peers pay no file I/O):
 
   * datasketch: lowercase, split on whitespace, word 3-gram shingles encoded to
-    bytes, MinHash(num_perm=128).update_batch, MinHashLSH(threshold=0.5,
-    num_perm=128).insert;
+    bytes, MinHash(num_perm=P).update_batch, MinHashLSH(threshold=0.5,
+    num_perm=P).insert, with P the permutations dedupdb uses (--peer-perms adds
+    other values);
   * simhash: Simhash(text) (the package's default features: character 4-grams)
     and SimhashIndex(k=3).add, on a subset (--peer-limit), docs/s extrapolated.
 
@@ -164,21 +165,22 @@ def bench_dedupdb_records(texts: list[str], workdir: Path) -> dict:
             "bytes": corpus.stat().st_size}
 
 
-def bench_datasketch(texts: list[str]) -> dict:
+def bench_datasketch(texts: list[str], num_perm: int) -> dict:
     from datasketch import MinHash, MinHashLSH
 
     started = time.perf_counter()
-    lsh = MinHashLSH(threshold=0.5, num_perm=128)
+    lsh = MinHashLSH(threshold=0.5, num_perm=num_perm)
     for i, text in enumerate(texts):
         words = text.lower().split()
         if len(words) >= 3:
             shingles = {" ".join(words[j : j + 3]).encode("utf-8") for j in range(len(words) - 2)}
         else:
             shingles = {" ".join(words).encode("utf-8")}
-        m = MinHash(num_perm=128)
+        m = MinHash(num_perm=num_perm)
         m.update_batch(list(shingles))
         lsh.insert(i, m)
-    return {"seconds": time.perf_counter() - started, "docs": len(texts), "rss_mb": peak_rss_mb()}
+    return {"seconds": time.perf_counter() - started, "docs": len(texts), "rss_mb": peak_rss_mb(),
+            "banding": f"{lsh.b}x{lsh.r}"}
 
 
 def bench_simhash(texts: list[str], features: str) -> dict:
@@ -210,6 +212,8 @@ def main() -> None:
     parser.add_argument("--keep-dir", action="store_true",
                         help="reuse the .txt files from a previous run with the same --limit, and keep them afterwards")
     parser.add_argument("--skip-peers", action="store_true", help="time dedupdb only")
+    parser.add_argument("--peer-perms", type=int, nargs="*", default=[],
+                        help="datasketch permutations besides dedupdb's own (which is always run, and is the baseline)")
     parser.add_argument("--simhash-features", choices=["text", "words"], default="text",
                         help="simhash features: the package default (char 4-grams of the text) or lowercase words")
     parser.add_argument("--profile", action="store_true", help="run the dedupdb add under cProfile and print hotspots")
@@ -258,8 +262,11 @@ def main() -> None:
           f"{r['bytes'] / 1e6 / r['seconds']:.2f} MB/s, database {r['db_bytes'] / max(1, r['docs']):,.0f} bytes/document")
     rows.append(("dedupdb add (one JSONL file)", r["docs"], r["seconds"], r["rss_mb"], False))
     if not args.skip_peers:
-        ds = bench_datasketch(texts)
-        rows.append(("datasketch MinHash+LSH", ds["docs"], ds["seconds"], ds["rss_mb"], False))
+        own = dedupdb.Settings().num_perm
+        for perms in [own] + [p for p in args.peer_perms if p != own]:
+            ds = bench_datasketch(texts, perms)
+            rows.append((f"datasketch MinHash+LSH {perms} perm ({ds['banding']})", ds["docs"], ds["seconds"],
+                         ds["rss_mb"], False))
         peer_texts = texts[: args.peer_limit] if args.peer_limit else texts
         sh = bench_simhash(peer_texts, args.simhash_features)
         rows.append((f"simhash Simhash+Index k=3 ({args.simhash_features})", sh["docs"], sh["seconds"], sh["rss_mb"],
