@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from . import render
-from .config import DB_ENV_VAR
+from .config import DB_ENV_VAR, Settings
 from .database import Database
 from .errors import DedupError
 from .records import RecordOptions
@@ -24,6 +24,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+_DEFAULTS = Settings()  # help texts quote the real defaults
 
 DbOption = typer.Option(
     None, "--db", envvar=DB_ENV_VAR, help="Database file (default: in the user data dir).", show_default=False
@@ -75,11 +77,11 @@ def _open(db: Optional[Path], create: bool = False, **settings) -> Database:
 @friendly
 def init(
     db: Optional[Path] = DbOption,
-    threshold: Optional[float] = typer.Option(None, help="Jaccard similarity for near-duplicates [default: 0.5]."),
-    permutations: Optional[int] = typer.Option(None, help="MinHash permutations [default: 128]."),
-    word_ngram: Optional[int] = typer.Option(None, help="Shingle size in words, for space-separated text [default: 3]."),
-    cjk_ngram: Optional[int] = typer.Option(None, help="Shingle size in characters, for CJK text [default: 2]."),
-    simhash_distance: Optional[int] = typer.Option(None, help="SimHash Hamming distance [default: 3]."),
+    threshold: Optional[float] = typer.Option(None, help=f"Jaccard similarity for near-duplicates \\[default: {_DEFAULTS.threshold}]."),
+    permutations: Optional[int] = typer.Option(None, help=f"MinHash permutations \\[default: {_DEFAULTS.num_perm}]."),
+    word_ngram: Optional[int] = typer.Option(None, help=f"Shingle size in words, for space-separated text \\[default: {_DEFAULTS.word_ngram}]."),
+    cjk_ngram: Optional[int] = typer.Option(None, help=f"Shingle size in characters, for CJK text \\[default: {_DEFAULTS.cjk_ngram}]."),
+    simhash_distance: Optional[int] = typer.Option(None, help=f"SimHash Hamming distance \\[default: {_DEFAULTS.simhash_distance}]."),
 ) -> None:
     """Create a database with chosen settings (the first 'add' does this with the defaults)."""
     with _open(
@@ -115,7 +117,7 @@ def add(
     text_field: Optional[str] = typer.Option(None, "--text-field", help="JSONL key or CSV column holding the text."),
     id_field: Optional[str] = typer.Option(None, "--id-field", help="JSONL key or CSV column holding the record id."),
     threshold: Optional[float] = typer.Option(None, help="Jaccard threshold, for a new database."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Processes sketching texts [default: cores - 1]."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Processes sketching texts \\[default: cores - 1]."),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Summary format."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List skipped files with their reasons."),
 ) -> None:
@@ -160,7 +162,7 @@ def query(
     file: Optional[Path] = typer.Option(None, "--file", "-f", help="Read the query text from this file."),
     db: Optional[Path] = DbOption,
     threshold: Optional[float] = typer.Option(
-        None, min=0.0, max=1.0, help="Minimum Jaccard similarity [default: the database's]."
+        None, min=0.0, max=1.0, help="Minimum Jaccard similarity \\[default: the database's]."
     ),
     top: int = typer.Option(10, "--top", min=0, help="At most this many results (0 for all)."),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
@@ -327,7 +329,7 @@ def clean(
     to: Optional[Path] = typer.Option(None, "--to", help="For --action move: the folder to move them into."),
     cluster: Optional[int] = typer.Option(None, "--cluster", help="Only this cluster (ids as in 'report')."),
     min_similarity: Optional[float] = typer.Option(
-        None, "--min-similarity", help="Leave files less similar than this to the kept one [default: the threshold]."
+        None, "--min-similarity", help="Leave files less similar than this to the kept one \\[default: the threshold]."
     ),
     exact_only: bool = typer.Option(False, "--exact-only", help="Only exact copies."),
     under: Optional[Path] = typer.Option(None, "--under", help="Only act on files under this folder."),
@@ -365,7 +367,7 @@ def clean(
 @app.command()
 @friendly
 def undo(
-    batch: Optional[int] = typer.Argument(None, help="The journal batch to undo [default: the latest]."),
+    batch: Optional[int] = typer.Argument(None, help="The journal batch to undo \\[default: the latest]."),
     db: Optional[Path] = DbOption,
 ) -> None:
     """Put back what a cleanup batch did, and say plainly what cannot be put back."""
@@ -433,7 +435,7 @@ def filter_(
     capacity: int = typer.Option(10_000_000, "--capacity", help="Distinct records the Bloom filter is sized for."),
     error_rate: float = typer.Option(0.001, "--error-rate", help="Bloom filter false-positive rate at capacity."),
     near: bool = typer.Option(False, "--near", help="Also drop near-duplicates (MinHash LSH in memory)."),
-    threshold: Optional[float] = typer.Option(None, help="Jaccard threshold for --near [default: 0.5]."),
+    threshold: Optional[float] = typer.Option(None, help=f"Jaccard threshold for --near \\[default: {_DEFAULTS.threshold}]."),
     dropped: Optional[Path] = typer.Option(None, "--dropped", help="Write each dropped record, with what it duplicates."),
     db: Optional[Path] = typer.Option(None, "--db", help="Also drop records already in this database."),
 ) -> None:

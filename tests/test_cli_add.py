@@ -143,3 +143,13 @@ def test_default_database_lives_in_user_data_dir(runner, mixed_folder, isolated_
     result = runner.invoke(app, ["add", str(mixed_folder)])
     assert result.exit_code == 0, result.output
     assert (isolated_dirs / "data" / "dedupdb" / "dedupdb.sqlite").exists()
+
+
+def test_init_help_quotes_the_real_defaults(runner):
+    result = runner.invoke(app, ["init", "--help"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    defaults = dedupdb.Settings()
+    assert f"MinHash permutations [default: {defaults.num_perm}]" in text
+    assert f"space-separated text [default: {defaults.word_ngram}]" in text
+    assert f"CJK text [default: {defaults.cjk_ngram}]" in text
