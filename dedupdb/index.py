@@ -75,23 +75,18 @@ class Indexer:
             return []
         return [(i, v, content_id) for i, v in enumerate(block_keys(simhash, self.settings.simhash_distance))]
 
-    def _index_keys(self, fingerprints: dict[int, Fingerprint]) -> tuple["SlotKeys", "SlotKeys"]:
+    def _index_keys(self, fingerprints: dict[int, Fingerprint]) -> tuple[SlotKeys, SlotKeys]:
         """LSH band keys and SimHash block keys of many contents, the band keys in one vectorized pass."""
         with_shingles = [cid for cid, fp in fingerprints.items() if fp.shingles]
         with_simhash = [cid for cid, fp in fingerprints.items() if fp.simhash is not None]
-        bands = SlotKeys(with_shingles, np.zeros((0, self.banding.bands), dtype=np.int64))
+        band_matrix = np.zeros((0, self.banding.bands), dtype=np.int64)
         if with_shingles:
-            bands = SlotKeys(with_shingles, band_keys(np.stack([fingerprints[c].minhash for c in with_shingles]),
-                                                      self.banding))
+            band_matrix = band_keys(np.stack([fingerprints[c].minhash for c in with_shingles]), self.banding)
         distance = self.settings.simhash_distance
-        block_count = len(block_keys(0, distance))
-        blocks = SlotKeys(
-            with_simhash,
-            np.array([block_keys(fingerprints[c].simhash, distance) for c in with_simhash], dtype=np.int64).reshape(
-                len(with_simhash), block_count
-            ),
-        )
-        return bands, blocks
+        block_matrix = np.array(
+            [block_keys(fingerprints[c].simhash, distance) for c in with_simhash], dtype=np.int64
+        ).reshape(len(with_simhash), len(block_keys(0, distance)))
+        return SlotKeys(with_shingles, band_matrix), SlotKeys(with_simhash, block_matrix)
 
     # --- adding ------------------------------------------------------------------
 

@@ -72,6 +72,29 @@ def test_changed_file_leaves_its_cluster(tmp_path, db_path):
         assert db.store.counts()["contents"] == 3
 
 
+def _index_rows(db) -> tuple[int, int]:
+    conn = db.store.conn
+    return (conn.execute("SELECT count(*) FROM lsh_bands").fetchone()[0],
+            conn.execute("SELECT count(*) FROM simhash_blocks").fetchone()[0])
+
+
+def test_forgotten_content_leaves_the_indexes(tmp_path, db_path):
+    long_text = " ".join(f"{w}{i}" for i, w in enumerate(WORDS * 3))  # enough words for a SimHash
+    folder = tmp_path / "f"
+    write(folder / "long.txt", long_text)
+    write(folder / "short.txt", ENGLISH_OTHER)
+    with dedupdb.open(db_path) as db:
+        db.add([folder])
+        bands = db.banding.bands
+        assert _index_rows(db) == (2 * bands, 10)
+        assert db.query(long_text)[0].jaccard == 1.0
+        db.forget([str(folder / "long.txt")])
+        assert _index_rows(db) == (bands, 0)
+        assert db.query(long_text) == []
+        db.forget([str(folder / "short.txt")])
+        assert _index_rows(db) == (0, 0)
+
+
 def test_interrupted_ingest_keeps_committed_batches_and_resumes(tmp_path, db_path, monkeypatch):
     folder = tmp_path / "many"
     for i in range(25):
