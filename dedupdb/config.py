@@ -73,6 +73,8 @@ class Settings:
 # Batch size for the ingest loop: large enough to amortize numpy and SQLite
 # call overhead, small enough that an interrupt loses little work.
 INGEST_BATCH = 1000
+# Batches are committed together every few seconds: each commit rewrites the index pages its batches touched.
+COMMIT_SECONDS = 3.0
 # Files larger than this are not read whole into memory as one document.
 MAX_FILE_BYTES = 64 * 1024 * 1024
 SNIPPET_CHARS = 160

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 import xxhash
 
-from .config import INGEST_BATCH, SNIPPET_CHARS
+from .config import COMMIT_SECONDS, INGEST_BATCH, SNIPPET_CHARS
 from .errors import DedupError, InputError, ReadError
 from .hashing import bytes_hash
 from .index import Indexer, NewDocument
@@ -145,29 +145,32 @@ class Ingest:
         for root in roots:
             rows = self.store.files_under(str(root)) if root.is_dir() else [self.store.file_by_path(str(root))]
             self._known.update((row.path, row) for row in rows if row is not None)
-        try:
-            if any(str(p) == STDIN for p in paths):
-                self._ingest_stdin(stdin, records.resolved(records.format))
-            for done, candidate in enumerate(found, 1):
-                options = self._record_options(candidate, records)
-                if options:
-                    self._flush()
-                    self._ingest_record_file(candidate, options)
-                else:
-                    self._consider(candidate)
-                    if len(self._pending) >= INGEST_BATCH:
+        with self.store.grouped_commits(COMMIT_SECONDS):
+            try:
+                if any(str(p) == STDIN for p in paths):
+                    self._ingest_stdin(stdin, records.resolved(records.format))
+                for done, candidate in enumerate(found, 1):
+                    options = self._record_options(candidate, records)
+                    if options:
                         self._flush()
-                if progress:
-                    progress(done, len(found))
-            self._flush()
-            self._drain()
-        finally:
-            self._in_flight = None  # an interrupted batch is simply not applied: its files are read again next time
-            self._close_pool()
-        for root in roots:
-            if root.is_dir():
-                self._notice_missing(root, seen)
-        self.save_state(True)
+                        self._ingest_record_file(candidate, options)
+                    else:
+                        self._consider(candidate)
+                        if len(self._pending) >= INGEST_BATCH:
+                            self._flush()
+                    if progress:
+                        progress(done, len(found))
+                self._flush()
+                self._drain()
+            finally:
+                # An interrupted batch is simply not applied (its files are read again next time); the batches
+                # applied before it are committed on the way out.
+                self._in_flight = None
+                self._close_pool()
+            for root in roots:
+                if root.is_dir():
+                    self._notice_missing(root, seen)
+            self.save_state(True)
         self.summary.seconds = time.perf_counter() - started
         return self.summary
 

@@ -79,6 +79,8 @@ class Store:
         self.conn = conn
         self.path = path
         self.db = sqlite_utils.Database(conn)
+        self._group_seconds: float | None = None  # set inside grouped_commits()
+        self._group_started = 0.0
 
     # --- opening -------------------------------------------------------------
 
@@ -127,10 +129,11 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """All or nothing: an exception (or Ctrl-C) rolls the whole block back."""
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise DatabaseError(_explain(self.path, exc)) from None
+        if self._group_seconds is not None:
+            with self._grouped_transaction():
+                yield
+            return
+        self._begin()
         try:
             yield
         except BaseException:
@@ -138,6 +141,46 @@ class Store:
             raise
         else:
             self.conn.execute("COMMIT")
+
+    @contextmanager
+    def grouped_commits(self, seconds: float) -> Iterator[None]:
+        """Inside this block each transaction() is a savepoint of a longer transaction, committed once `seconds`
+        have passed and when the block ends, by an exception too (the failed transaction alone is rolled back).
+        A commit writes out every index page its transaction touched, wherever in the B-tree: committing every
+        few seconds instead of every batch saves most of that. A crash loses at most `seconds` of work."""
+        self._group_seconds = seconds
+        try:
+            yield
+        finally:
+            self._group_seconds = None
+            if self.conn.in_transaction:
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error:
+                    self.conn.execute("ROLLBACK")
+                    raise
+
+    @contextmanager
+    def _grouped_transaction(self) -> Iterator[None]:
+        if not self.conn.in_transaction:
+            self._begin()
+            self._group_started = time.monotonic()
+        self.conn.execute("SAVEPOINT grouped")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK TO grouped")
+            self.conn.execute("RELEASE grouped")
+            raise
+        self.conn.execute("RELEASE grouped")
+        if time.monotonic() - self._group_started >= self._group_seconds:
+            self.conn.execute("COMMIT")
+
+    def _begin(self) -> None:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise DatabaseError(_explain(self.path, exc)) from None
 
     def _q(self, sql: str, params: Iterable = ()) -> sqlite3.Cursor:
         try:
@@ -340,23 +383,35 @@ class Store:
         """Add the index rows of contents (keys[i, slot] of content_ids[i]) and return (content id, other id)
         for every stored content sharing a (slot, key) with one of them, those added here included.
 
-        The rows travel as one JSON array into a temporary table, sorted there in index order (so inserts and
-        probes walk the B-tree from left to right), and from there into the index in SQL: binding a million
-        Python tuples costs about as much as the inserts themselves."""
+        The rows are sorted into index order here (so inserts and probes walk the B-tree from left to right)
+        and travel as two JSON arrays, the keys and where each came from, into a temporary table, and from
+        there into the index in SQL: binding a million Python tuples costs as much as the inserts themselves,
+        and sorting them in SQL more than that."""
         columns = self._SLOT_COLUMNS[table]
         if not content_ids:
             return []
         count, slots = keys.shape
+        flat = keys.astype(np.int64).ravel()  # flat[i * slots + slot] belongs to content_ids[i]
+        origin = np.lexsort((flat, np.tile(np.arange(slots), count)))  # by slot, then key
         conn = self.conn
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS probe_ids (pos INTEGER PRIMARY KEY, content_id INTEGER)")
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS probe (slot INTEGER, value INTEGER, probe_id INTEGER)")
-        conn.execute("DELETE FROM temp.probe_ids")
-        conn.execute("DELETE FROM temp.probe")
+        for ddl in (
+            "CREATE TEMP TABLE IF NOT EXISTS probe_ids (pos INTEGER PRIMARY KEY, content_id INTEGER)",
+            "CREATE TEMP TABLE IF NOT EXISTS probe_origin (pos INTEGER PRIMARY KEY, origin INTEGER)",
+            "CREATE TEMP TABLE IF NOT EXISTS probe (slot INTEGER, value INTEGER, probe_id INTEGER)",
+        ):
+            conn.execute(ddl)
+        for name in ("probe_ids", "probe_origin", "probe"):
+            conn.execute(f"DELETE FROM temp.{name}")
         conn.executemany("INSERT INTO temp.probe_ids (pos, content_id) VALUES (?, ?)", enumerate(content_ids))
         conn.execute(
-            "INSERT INTO temp.probe (slot, value, probe_id) SELECT k.key % ?, k.value, i.content_id "
-            "FROM json_each(?) k JOIN temp.probe_ids i ON i.pos = k.key / ? ORDER BY 1, 2, 3",
-            (slots, json.dumps(keys.astype(np.int64).ravel().tolist()), slots),
+            "INSERT INTO temp.probe_origin (pos, origin) SELECT key, value FROM json_each(?)",
+            (json.dumps(origin.tolist()),),
+        )
+        conn.execute(
+            "INSERT INTO temp.probe (slot, value, probe_id) SELECT o.origin % ?, k.value, i.content_id "
+            "FROM json_each(?) k CROSS JOIN temp.probe_origin o ON o.pos = k.key "
+            "CROSS JOIN temp.probe_ids i ON i.pos = o.origin / ?",  # CROSS JOIN: in this order, keeping the sort
+            (slots, json.dumps(flat[origin].tolist()), slots),
         )
         conn.execute(
             f"INSERT OR IGNORE INTO {table} ({columns[0]}, {columns[1]}, content_id) "
@@ -366,8 +421,8 @@ class Store:
             f"SELECT DISTINCT p.probe_id, t.content_id FROM temp.probe p CROSS JOIN {table} t "
             f"ON t.{columns[0]} = p.slot AND t.{columns[1]} = p.value WHERE t.content_id != p.probe_id"
         ).fetchall()
-        conn.execute("DELETE FROM temp.probe")
-        conn.execute("DELETE FROM temp.probe_ids")
+        for name in ("probe_ids", "probe_origin", "probe"):
+            conn.execute(f"DELETE FROM temp.{name}")
         return found
 
     def delete_bands(self, rows: list[tuple[int, int, int]]) -> None:
