@@ -134,3 +134,33 @@ def test_interrupt_through_cli_exits_130(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline.Ingest, "run", interrupted)
     result = cli("add", str(tmp_path / "a.txt"))
     assert result.exit_code == 130 and "Interrupted" in result.output
+
+
+def test_grouped_commits_commit_on_schedule_and_keep_finished_work_on_failure(db_path):
+    import sqlite3
+
+    from dedupdb.store import Store
+
+    def seen_elsewhere(key: str) -> str | None:
+        other = sqlite3.connect(db_path)
+        try:
+            row = other.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return row[0] if row else None
+        finally:
+            other.close()
+
+    store = Store.open(db_path)
+    with store.grouped_commits(3600):
+        with store.transaction():
+            store.write_meta({"t.first": "1"})
+        assert seen_elsewhere("t.first") is None  # inside the window: not committed yet
+        with pytest.raises(RuntimeError), store.transaction():
+            store.write_meta({"t.failed": "1"})
+            raise RuntimeError
+    assert seen_elsewhere("t.first") == "1"      # committed when the block ended
+    assert seen_elsewhere("t.failed") is None    # the failed transaction alone was rolled back
+    with store.grouped_commits(0):
+        with store.transaction():
+            store.write_meta({"t.second": "1"})
+        assert seen_elsewhere("t.second") == "1"  # window over: committed at once
+    store.close()
