@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 
 from .config import Settings
 from .hashing import content_hash, to_signed64
-from .minhash import MinHasher
+from .minhash import MinHasher, bottom_k
 from .simhash import fingerprint as simhash_fingerprint
 from .tokens import TokenStream, Tokenizer, chinese_words
 from .weights import CorpusIdf, chinese_idf
@@ -62,7 +62,7 @@ class Sketcher:
         signatures = self.minhasher.signatures(shingle_sets)
         out = []
         for text, stream, shingles, signature in zip(texts, streams, shingle_sets, signatures):
-            sketch, distinct = shingles[: self.settings.sketch_size], len(shingles)
+            sketch, distinct = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
             words = None if stream.is_cjk or not len(stream.hashes) else np.unique(stream.hashes, return_counts=True)
             simhash = self._chinese_simhash(text, stream) if stream.is_cjk else None
             out.append(Sketch(content_hash(text), len(text), distinct, signature, sketch, simhash, words, len(stream.tokens)))

@@ -58,9 +58,10 @@ def estimate_jaccard(sig_a: NDArray[np.uint32], sig_b: NDArray[np.uint32]) -> fl
     return float(np.count_nonzero(sig_a == sig_b)) / len(sig_a)
 
 
-def bottom_k(shingles: NDArray[np.uint32], k: int) -> tuple[NDArray[np.uint32], int]:
-    """The k smallest distinct shingle hashes (sorted) and the number of distinct shingles."""
-    distinct = np.unique(shingles)
+def bottom_k(shingles: NDArray[np.uint32], k: int, already_unique: bool = False) -> tuple[NDArray[np.uint32], int]:
+    """The k smallest distinct shingle hashes (sorted) and the number of distinct shingles; already_unique
+    says shingles is np.unique's output already."""
+    distinct = shingles if already_unique else np.unique(shingles)
     return distinct[:k], len(distinct)
 
 
