@@ -144,10 +144,12 @@ class Store:
 
     @contextmanager
     def grouped_commits(self, seconds: float) -> Iterator[None]:
-        """Inside this block each transaction() is a savepoint of a longer transaction, committed once `seconds`
-        have passed and when the block ends, by an exception too (the failed transaction alone is rolled back).
-        A commit writes out every index page its transaction touched, wherever in the B-tree: committing every
-        few seconds instead of every batch saves most of that. A crash loses at most `seconds` of work."""
+        """Inside this block transaction() blocks share one longer transaction, committed once `seconds` have
+        passed and when the block ends. A commit writes out every index page its transaction touched, wherever
+        in the B-tree: committing every few seconds instead of every batch saves most of that. An exception
+        inside a transaction() block rolls back everything since the last commit (at most `seconds` of work;
+        a savepoint per block would keep it, but copies every page it touches into the statement journal);
+        one between blocks, such as Ctrl-C while files are read, leaves the finished blocks to be committed."""
         self._group_seconds = seconds
         try:
             yield
@@ -165,14 +167,12 @@ class Store:
         if not self.conn.in_transaction:
             self._begin()
             self._group_started = time.monotonic()
-        self.conn.execute("SAVEPOINT grouped")
         try:
             yield
         except BaseException:
-            self.conn.execute("ROLLBACK TO grouped")
-            self.conn.execute("RELEASE grouped")
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
             raise
-        self.conn.execute("RELEASE grouped")
         if time.monotonic() - self._group_started >= self._group_seconds:
             self.conn.execute("COMMIT")
 

@@ -113,9 +113,13 @@ def test_duplicate_ids_are_reported(cli, tmp_path):
     assert summary["records"] == 1 and summary["bad_records"][0]["reason"] == "duplicate id '1'"
 
 
-def test_interrupted_record_file_resumes(tmp_path, db_path, monkeypatch):
+@pytest.mark.parametrize(("commit_seconds", "kept"), [(0, 10), (3600, 0)])
+def test_interrupted_record_file_resumes(tmp_path, db_path, monkeypatch, commit_seconds, kept):
+    """Committed batches stay (with a commit per batch: the first); uncommitted ones go, and a rerun reads
+    exactly the records that are not stored."""
     path = write(tmp_path / "big.txt", "".join(f"{ENGLISH_OTHER} line {i}\n" for i in range(25)))
     monkeypatch.setattr(pipeline, "INGEST_BATCH", 10)
+    monkeypatch.setattr(pipeline, "COMMIT_SECONDS", commit_seconds)
     real = pipeline.Indexer.add_documents
     calls = {"n": 0}
 
@@ -130,10 +134,10 @@ def test_interrupted_record_file_resumes(tmp_path, db_path, monkeypatch):
     with dedupdb.open(db_path) as db:
         with pytest.raises(KeyboardInterrupt):
             db.add([path], records=options)
-        assert db.store.counts()["documents"] == 10
+        assert db.store.counts()["documents"] == kept
         monkeypatch.setattr(pipeline.Indexer, "add_documents", real)
         summary = db.add([path], records=options)
-        assert summary.records == 15
+        assert summary.records == 25 - kept
         keys = {r[0] for r in db.store.conn.execute("SELECT key FROM documents")}
         assert keys == {f"{path}#{i}" for i in range(1, 26)}
 

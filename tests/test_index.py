@@ -100,6 +100,7 @@ def test_interrupted_ingest_keeps_committed_batches_and_resumes(tmp_path, db_pat
     for i in range(25):
         write(folder / f"doc{i:02}.txt", _variant(i % len(WORDS)) + f" number {i}")
     monkeypatch.setattr(pipeline, "INGEST_BATCH", 10)
+    monkeypatch.setattr(pipeline, "COMMIT_SECONDS", 0)  # commit every batch (grouping is tested on its own)
     real = pipeline.Indexer.add_documents
     calls = {"n": 0}
 
@@ -136,7 +137,7 @@ def test_interrupt_through_cli_exits_130(cli, tmp_path, monkeypatch):
     assert result.exit_code == 130 and "Interrupted" in result.output
 
 
-def test_grouped_commits_commit_on_schedule_and_keep_finished_work_on_failure(db_path):
+def test_grouped_commits_commit_on_schedule_and_roll_back_together(db_path):
     import sqlite3
 
     from dedupdb.store import Store
@@ -154,11 +155,19 @@ def test_grouped_commits_commit_on_schedule_and_keep_finished_work_on_failure(db
         with store.transaction():
             store.write_meta({"t.first": "1"})
         assert seen_elsewhere("t.first") is None  # inside the window: not committed yet
-        with pytest.raises(RuntimeError), store.transaction():
-            store.write_meta({"t.failed": "1"})
-            raise RuntimeError
     assert seen_elsewhere("t.first") == "1"      # committed when the block ended
-    assert seen_elsewhere("t.failed") is None    # the failed transaction alone was rolled back
+    with pytest.raises(KeyboardInterrupt), store.grouped_commits(3600):
+        with store.transaction():
+            store.write_meta({"t.kept": "1"})
+        raise KeyboardInterrupt                  # between transactions: the finished one is kept
+    assert seen_elsewhere("t.kept") == "1"
+    with pytest.raises(RuntimeError), store.grouped_commits(3600):
+        with store.transaction():
+            store.write_meta({"t.lost": "1"})
+        with store.transaction():
+            store.write_meta({"t.failed": "1"})
+            raise RuntimeError                   # inside one: everything since the last commit goes
+    assert seen_elsewhere("t.lost") is None and seen_elsewhere("t.failed") is None
     with store.grouped_commits(0):
         with store.transaction():
             store.write_meta({"t.second": "1"})
