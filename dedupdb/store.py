@@ -128,7 +128,8 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """All or nothing: an exception (or Ctrl-C) rolls the whole block back."""
+        """All or nothing: an exception (or Ctrl-C) rolls the whole block back (inside grouped_commits(), with
+        the rest of the group since its last commit)."""
         if self._group_seconds is not None:
             with self._grouped_transaction():
                 yield
