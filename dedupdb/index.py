@@ -64,16 +64,7 @@ class Indexer:
         self.banding = banding
         self.fingerprinter = fingerprinter
 
-    # --- index rows of one content ---------------------------------------------
-
-    def _band_rows(self, content_id: int, minhash: np.ndarray) -> list[tuple[int, int, int]]:
-        keys = band_keys(minhash[None, :], self.banding)[0]
-        return [(band, int(key), content_id) for band, key in enumerate(keys)]
-
-    def _block_rows(self, content_id: int, simhash: int | None) -> list[tuple[int, int, int]]:
-        if simhash is None:
-            return []
-        return [(i, v, content_id) for i, v in enumerate(block_keys(simhash, self.settings.simhash_distance))]
+    # --- index keys ---------------------------------------------------------------
 
     def _index_keys(self, fingerprints: dict[int, Fingerprint]) -> tuple[SlotKeys, SlotKeys]:
         """LSH band keys and SimHash block keys of many contents, the band keys in one vectorized pass."""
@@ -164,8 +155,8 @@ class Indexer:
         rows = self.store.contents(orphans)
         affected = {row.cluster for row in rows.values()}
         bands, blocks = self._index_keys(_fingerprints(rows))
-        self.store.delete_bands(bands.rows())
-        self.store.delete_blocks(blocks.rows())
+        self.store.delete_index_rows("lsh_bands", bands.rows())
+        self.store.delete_index_rows("simhash_blocks", blocks.rows())
         for content_id in orphans:
             self.store.delete_content(content_id)
         for cluster in affected:
@@ -191,9 +182,10 @@ class Indexer:
     def search(self, fp: Fingerprint, threshold: float | None = None) -> list[Match]:
         """Stored contents that are near-duplicates of a fingerprint, best first."""
         exact = self.store.content_ids_by_hash([fp.content_hash]).get(fp.content_hash)
-        slots_bands = [(b, k) for b, k, _ in self._band_rows(0, fp.minhash)] if fp.shingles else []
-        slots_blocks = [(b, v) for b, v, _ in self._block_rows(0, fp.simhash)]
-        candidates = self.store.lookup("lsh_bands", slots_bands) | self.store.lookup("simhash_blocks", slots_blocks)
+        bands, blocks = self._index_keys({0: fp})
+        candidates = set()
+        for table, keys in (("lsh_bands", bands), ("simhash_blocks", blocks)):
+            candidates |= self.store.lookup(table, [(slot, key) for slot, key, _ in keys.rows()])
         candidates.discard(exact)
         mine = Signature(fp.sketch, fp.simhash)
         s = self.settings

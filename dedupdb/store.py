@@ -426,11 +426,12 @@ class Store:
             conn.execute(f"DELETE FROM temp.{name}")
         return found
 
-    def delete_bands(self, rows: list[tuple[int, int, int]]) -> None:
-        self.conn.executemany("DELETE FROM lsh_bands WHERE band = ? AND key = ? AND content_id = ?", rows)
-
-    def delete_blocks(self, rows: list[tuple[int, int, int]]) -> None:
-        self.conn.executemany("DELETE FROM simhash_blocks WHERE block = ? AND value = ? AND content_id = ?", rows)
+    def delete_index_rows(self, table: str, rows: list[tuple[int, int, int]]) -> None:
+        """rows: (slot, key, content_id), as SlotKeys.rows() gives them."""
+        columns = self._SLOT_COLUMNS[table]
+        self.conn.executemany(
+            f"DELETE FROM {table} WHERE {columns[0]} = ? AND {columns[1]} = ? AND content_id = ?", rows
+        )
 
     def clear_index(self) -> None:
         self.conn.execute("DELETE FROM lsh_bands")
