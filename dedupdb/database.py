@@ -112,7 +112,12 @@ class Database:
                 stored = Settings.from_meta(meta)
                 _check_compatible(stored, requested)
                 banding = Banding(int(meta["lsh.bands"]), int(meta["lsh.rows"]))
-                return cls(store, stored, banding)
+                db = cls(store, stored, banding)
+                if meta.get("index.rebuild") == "1":  # a migration changed how index rows are laid out
+                    with store.transaction():
+                        db.indexer.rebuild()
+                        store.write_meta({"index.rebuild": "0"})
+                return db
             fresh = Settings(**requested)
             banding = _banding(fresh.threshold, fresh.num_perm)
             with store.transaction():

@@ -9,7 +9,7 @@ import xxhash
 from numpy.typing import NDArray
 
 from .config import Settings
-from .hashing import content_hash, to_signed64
+from .hashing import content_hash, distinct, distinct_counts, to_signed64
 from .minhash import MinHasher, bottom_k
 from .simhash import fingerprint as simhash_fingerprint
 from .tokens import TokenStream, Tokenizer, chinese_words
@@ -58,14 +58,14 @@ class Sketcher:
     def sketch(self, texts: list[str]) -> list[Sketch]:
         streams = [self.tokenizer.stream(t) for t in texts]
         # Distinct shingles, sorted: the minimum over a set ignores repeats, and the sketch is their head.
-        shingle_sets = [np.unique(self.tokenizer.shingles(s)) for s in streams]
+        shingle_sets = [distinct(self.tokenizer.shingles(s)) for s in streams]
         signatures = self.minhasher.signatures(shingle_sets)
         out = []
         for text, stream, shingles, signature in zip(texts, streams, shingle_sets, signatures):
-            sketch, distinct = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
-            words = None if stream.is_cjk or not len(stream.hashes) else np.unique(stream.hashes, return_counts=True)
+            sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
+            words = None if stream.is_cjk or not len(stream.hashes) else distinct_counts(stream.hashes)
             simhash = self._chinese_simhash(text, stream) if stream.is_cjk else None
-            out.append(Sketch(content_hash(text), len(text), distinct, signature, sketch, simhash, words, len(stream.tokens)))
+            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, len(stream.tokens)))
         return out
 
     def _chinese_simhash(self, text: str, stream: TokenStream) -> int | None:

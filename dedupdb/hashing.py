@@ -24,6 +24,28 @@ def fmix64(x: np.ndarray) -> np.ndarray:
     return x
 
 
+_SLOT_MULT = np.uint64(0x9E3779B97F4A7C15)
+
+
+def slot_hash(keys: np.ndarray, slots: np.ndarray, bits: int) -> np.ndarray:
+    """A bits-wide hash of each (slot, key): keys (uint64) and slots broadcast together; uint64 out."""
+    mixed = fmix64((np.asarray(slots, dtype=np.uint64) + np.uint64(1)) * _SLOT_MULT)
+    return fmix64(np.asarray(keys, dtype=np.uint64) ^ mixed) >> np.uint64(64 - bits)
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted: np.unique without its overhead, which is most of its cost on small arrays."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
+
+
+def distinct_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values, sorted, and how often each occurs."""
+    ordered = np.sort(values)
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    return ordered[starts], np.diff(np.concatenate((starts, [len(ordered)])))
+
+
 def content_hash(normalized_text: str) -> bytes:
     """128-bit digest of normalized text: equal digests mean exact duplicates."""
     return xxhash.xxh3_128_digest(normalized_text.encode("utf-8"))

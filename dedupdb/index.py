@@ -14,10 +14,10 @@ import numpy as np
 from .cluster import components
 from .config import Settings
 from .fingerprint import Fingerprint, Fingerprinter, Sketch, sketch_texts
-from .hashing import content_hash, to_unsigned64
+from .hashing import content_hash, slot_hash, to_unsigned64
 from .lsh import Banding, band_keys
-from .simhash import block_keys
-from .store import ContentRow, Store
+from .simhash import block_key_matrix
+from .store import INDEX_KEY_BITS, ContentRow, Store
 from .verify import Signature, Verdict, judge
 
 
@@ -40,21 +40,8 @@ class Match:
     exact: bool
 
 
-@dataclass(frozen=True)
-class SlotKeys:
-    """Index keys of contents: keys[i, slot] belongs to content_ids[i] (slot = LSH band or SimHash block)."""
-
-    content_ids: list[int]
-    keys: np.ndarray  # (contents, slots) int64
-
-    def rows(self) -> list[tuple[int, int, int]]:
-        """(slot, key, content_id) rows, in index order."""
-        count, slots = self.keys.shape
-        slot = np.tile(np.arange(slots, dtype=np.int64), count)
-        ids = np.repeat(np.asarray(self.content_ids, dtype=np.int64), slots)
-        keys = self.keys.ravel()
-        order = np.lexsort((ids, keys, slot))
-        return list(zip(slot[order].tolist(), keys[order].tolist(), ids[order].tolist()))
+# Slot numbers of the SimHash block pairs: above every LSH band (bands <= permutations <= 1024).
+SIMHASH_SLOTS = 1024
 
 
 class Indexer:
@@ -66,18 +53,22 @@ class Indexer:
 
     # --- index keys ---------------------------------------------------------------
 
-    def _index_keys(self, fingerprints: dict[int, Fingerprint]) -> tuple[SlotKeys, SlotKeys]:
-        """LSH band keys and SimHash block keys of many contents, the band keys in one vectorized pass."""
+    def _index_rows(self, fingerprints: dict[int, Fingerprint]) -> tuple[np.ndarray, np.ndarray]:
+        """(content ids, keys) of the index rows of many contents: one per LSH band for a text with shingles,
+        one per SimHash block pair for a text with a SimHash; each key hashes its slot with the value in it."""
+        ids, keys = [np.empty(0, np.int64)], [np.empty(0, np.uint64)]
         with_shingles = [cid for cid, fp in fingerprints.items() if fp.shingles]
-        with_simhash = [cid for cid, fp in fingerprints.items() if fp.simhash is not None]
-        band_matrix = np.zeros((0, self.banding.bands), dtype=np.int64)
         if with_shingles:
-            band_matrix = band_keys(np.stack([fingerprints[c].minhash for c in with_shingles]), self.banding)
-        distance = self.settings.simhash_distance
-        block_matrix = np.array(
-            [block_keys(fingerprints[c].simhash, distance) for c in with_simhash], dtype=np.int64
-        ).reshape(len(with_simhash), len(block_keys(0, distance)))
-        return SlotKeys(with_shingles, band_matrix), SlotKeys(with_simhash, block_matrix)
+            matrix = band_keys(np.stack([fingerprints[c].minhash for c in with_shingles]), self.banding).view(np.uint64)
+            ids.append(np.repeat(np.asarray(with_shingles, np.int64), matrix.shape[1]))
+            keys.append(slot_hash(matrix, np.arange(matrix.shape[1]), INDEX_KEY_BITS).ravel())
+        with_simhash = [cid for cid, fp in fingerprints.items() if fp.simhash is not None]
+        if with_simhash:
+            values = np.array([fingerprints[c].simhash for c in with_simhash], dtype=np.uint64)
+            matrix = block_key_matrix(values, self.settings.simhash_distance)
+            ids.append(np.repeat(np.asarray(with_simhash, np.int64), matrix.shape[1]))
+            keys.append(slot_hash(matrix, SIMHASH_SLOTS + np.arange(matrix.shape[1]), INDEX_KEY_BITS).ravel())
+        return np.concatenate(ids), np.concatenate(keys)
 
     # --- adding ------------------------------------------------------------------
 
@@ -110,11 +101,8 @@ class Indexer:
     def _index_and_link(self, new: dict[int, Fingerprint]) -> None:
         """Add the index rows of new contents, verify the candidates they meet, store the pairs and merge
         their clusters."""
-        bands, blocks = self._index_keys(new)
-        candidates = set()
-        for table, keys in (("lsh_bands", bands), ("simhash_blocks", blocks)):
-            for probe, other in self.store.index_and_match(table, keys.content_ids, keys.keys):
-                candidates.add((min(probe, other), max(probe, other)))
+        ids, keys = self._index_rows(new)
+        candidates = _shared_keys(ids, keys, *self.store.index_and_match(ids, keys))
         if not candidates:
             return
         signatures = {cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()}
@@ -154,9 +142,7 @@ class Indexer:
             return
         rows = self.store.contents(orphans)
         affected = {row.cluster for row in rows.values()}
-        bands, blocks = self._index_keys(_fingerprints(rows))
-        self.store.delete_index_rows("lsh_bands", bands.rows())
-        self.store.delete_index_rows("simhash_blocks", blocks.rows())
+        self.store.delete_index(*self._index_rows(_fingerprints(rows)))
         for content_id in orphans:
             self.store.delete_content(content_id)
         for cluster in affected:
@@ -182,10 +168,8 @@ class Indexer:
     def search(self, fp: Fingerprint, threshold: float | None = None) -> list[Match]:
         """Stored contents that are near-duplicates of a fingerprint, best first."""
         exact = self.store.content_ids_by_hash([fp.content_hash]).get(fp.content_hash)
-        bands, blocks = self._index_keys({0: fp})
-        candidates = set()
-        for table, keys in (("lsh_bands", bands), ("simhash_blocks", blocks)):
-            candidates |= self.store.lookup(table, [(slot, key) for slot, key, _ in keys.rows()])
+        _, keys = self._index_rows({0: fp})
+        candidates = set(self.store.match_index(keys)[1].tolist())
         candidates.discard(exact)
         mine = Signature(fp.sketch, fp.simhash)
         s = self.settings
@@ -209,6 +193,28 @@ def _fingerprints(rows: dict[int, ContentRow]) -> dict[int, Fingerprint]:
         cid: Fingerprint(b"", row.chars, row.shingles, row.minhash, row.sketch, _unsigned(row.simhash))
         for cid, row in rows.items()
     }
+
+
+def _shared_keys(
+    ids: np.ndarray, keys: np.ndarray, stored_keys: np.ndarray, stored_ids: np.ndarray
+) -> set[tuple[int, int]]:
+    """Candidate pairs (a < b): new rows (ids, keys) sharing a key with a stored row or with each other."""
+    order = np.argsort(keys, kind="stable")
+    keys, ids = keys[order], ids[order]
+    pairs: set[tuple[int, int]] = set()
+    lows = np.searchsorted(keys, stored_keys, "left")
+    highs = np.searchsorted(keys, stored_keys, "right")
+    for low, high, other in zip(lows.tolist(), highs.tolist(), stored_ids.tolist()):
+        for mine in ids[low:high].tolist():
+            if mine != other:
+                pairs.add((min(mine, other), max(mine, other)))
+    # Runs of one key among the new rows: every two contents in a run are candidates.
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    lengths = np.diff(np.r_[starts, len(keys)])
+    for start, length in zip(starts[lengths > 1].tolist(), lengths[lengths > 1].tolist()):
+        members = sorted(set(ids[start : start + length].tolist()))
+        pairs.update((a, b) for i, a in enumerate(members) for b in members[i + 1 :])
+    return pairs
 
 
 def _negative_counts(documents: list[tuple[int, int]]) -> dict[int, int]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-# Signature rows handled in one numpy pass: keeps the (shingles x permutations)
+from . import hashing
+
+# Shingles hashed in one numpy pass: keeps the (shingles x permutations)
 # matrix around a megabyte so it stays in cache.
 _CHUNK_SHINGLES = 2048
 _EMPTY_SLOT = np.uint32(0xFFFFFFFF)
@@ -31,25 +33,15 @@ class MinHasher:
     def signatures(self, shingle_sets: list[NDArray[np.uint32]]) -> NDArray[np.uint32]:
         """One signature row per shingle array; an empty array gives a row of all-ones (matches nothing real)."""
         out = np.full((len(shingle_sets), self.num_perm), _EMPTY_SLOT, dtype=np.uint32)
-        start = 0
-        while start < len(shingle_sets):
-            # Gather consecutive non-empty documents until the chunk is full.
-            rows, parts, total = [], [], 0
-            index = start
-            while index < len(shingle_sets) and (total == 0 or total + len(shingle_sets[index]) <= _CHUNK_SHINGLES):
-                if len(shingle_sets[index]):
-                    rows.append(index)
-                    parts.append(shingle_sets[index])
-                    total += len(shingle_sets[index])
-                index += 1
-            start = index
-            if not parts:
-                continue
-            values = np.concatenate(parts)
-            offsets = np.cumsum([0] + [len(p) for p in parts[:-1]])
-            hashed = values[:, None] * self._a
-            hashed += self._b
-            out[rows] = np.minimum.reduceat(hashed, offsets, axis=0)
+        buffer = np.empty((_CHUNK_SHINGLES, self.num_perm), dtype=np.uint32)
+        for row, shingles in enumerate(shingle_sets):
+            # One document at a time, in blocks of rows that stay in cache: gathering several documents into
+            # one matrix and reducing by segment costs twice as much in numpy.
+            for start in range(0, len(shingles), _CHUNK_SHINGLES):
+                part = shingles[start : start + _CHUNK_SHINGLES]
+                hashed = np.multiply(part[:, None], self._a, out=buffer[: len(part)])
+                hashed += self._b
+                np.minimum(out[row], hashed.min(axis=0), out=out[row])
         return out
 
 
@@ -60,8 +52,8 @@ def estimate_jaccard(sig_a: NDArray[np.uint32], sig_b: NDArray[np.uint32]) -> fl
 
 def bottom_k(shingles: NDArray[np.uint32], k: int, already_unique: bool = False) -> tuple[NDArray[np.uint32], int]:
     """The k smallest distinct shingle hashes (sorted) and the number of distinct shingles; already_unique
-    says shingles is np.unique's output already."""
-    distinct = shingles if already_unique else np.unique(shingles)
+    says shingles is distinct and sorted already."""
+    distinct = shingles if already_unique else hashing.distinct(shingles)
     return distinct[:k], len(distinct)
 
 
@@ -74,8 +66,10 @@ def sketch_jaccard(sketch_a: NDArray[np.uint32], sketch_b: NDArray[np.uint32], k
     """
     if len(sketch_a) == 0 or len(sketch_b) == 0:
         return 0.0
-    union = np.union1d(sketch_a, sketch_b)
+    merged = np.sort(np.concatenate((sketch_a, sketch_b)))  # each sketch is a set: a value occurs at most twice
+    repeated = merged[1:] == merged[:-1]
+    union = merged[np.concatenate(([True], ~repeated))]
     if len(sketch_a) >= k or len(sketch_b) >= k:
         union = union[:k]  # a sketch holding k hashes may stand for a larger set: estimate
-    both = np.intersect1d(sketch_a, sketch_b, assume_unique=True)
+    both = merged[1:][repeated]
     return float(np.count_nonzero(both <= union[-1])) / len(union)

@@ -66,5 +66,11 @@ def block_keys(value: int, distance: int) -> list[int]:
     return [_signed(value & mask) for mask in _key_masks(distance)]
 
 
+def block_key_matrix(values: NDArray[np.uint64], distance: int) -> NDArray[np.uint64]:
+    """block_keys of many fingerprints at once, unsigned: row i holds the keys of values[i]."""
+    masks = np.array(_key_masks(distance), dtype=np.uint64)
+    return np.asarray(values, dtype=np.uint64)[:, None] & masks[None, :]
+
+
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= (1 << 63) else value

@@ -15,6 +15,7 @@ import sqlite_utils
 
 from . import migrate
 from .errors import DatabaseError
+from .hashing import distinct
 
 _CHUNK = 500  # bound on SQL variables per statement
 
@@ -64,6 +65,21 @@ class DocumentRow:
     mtime_ns: int
     snippet: str
     cluster: int
+
+
+# Index rows carry the content id in their low bits (see index_and_match): a store holds fewer contents.
+CONTENT_ID_BITS = 30
+INDEX_KEY_BITS = 63 - CONTENT_ID_BITS
+_CONTENT_ID_MASK = (1 << CONTENT_ID_BITS) - 1
+
+
+def _entries(content_ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    return (np.asarray(keys, dtype=np.uint64).astype(np.int64) << CONTENT_ID_BITS) | np.asarray(content_ids, np.int64)
+
+
+def _json_ints(values: np.ndarray) -> str:
+    """Integers as one JSON array: one bound string that json_each() unpacks in C, instead of a tuple per row."""
+    return json.dumps(values.tolist())
 
 
 def _array(blob: bytes) -> np.ndarray:
@@ -330,6 +346,8 @@ class Store:
         )
         self.conn.execute("UPDATE contents SET cluster = id WHERE cluster = 0")
         ids = self.content_ids_by_hash([fp.content_hash for fp in fingerprints])
+        if max(ids.values()) > _CONTENT_ID_MASK:
+            raise DatabaseError(f"{self.path} is full: it holds at most {_CONTENT_ID_MASK:,} distinct texts")
         return [ids[fp.content_hash] for fp in fingerprints]
 
     def change_document_counts(self, deltas: dict[int, int]) -> list[int]:
@@ -378,75 +396,46 @@ class Store:
 
     # --- index rows ----------------------------------------------------------
 
-    _SLOT_COLUMNS = {"lsh_bands": ("band", "key"), "simhash_blocks": ("block", "value")}
-
-    def index_and_match(self, table: str, content_ids: list[int], keys: np.ndarray) -> list[tuple[int, int]]:
-        """Add the index rows of contents (keys[i, slot] of content_ids[i]) and return (content id, other id)
-        for every stored content sharing a (slot, key) with one of them, those added here included.
-
-        The rows are sorted into index order here (so inserts and probes walk the B-tree from left to right)
-        and travel as two JSON arrays, the keys and where each came from, into a temporary table, and from
-        there into the index in SQL: binding a million Python tuples costs as much as the inserts themselves,
-        and sorting them in SQL more than that."""
-        columns = self._SLOT_COLUMNS[table]
-        if not content_ids:
-            return []
-        count, slots = keys.shape
-        flat = keys.astype(np.int64).ravel()  # flat[i * slots + slot] belongs to content_ids[i]
-        origin = np.lexsort((flat, np.tile(np.arange(slots), count)))  # by slot, then key
-        conn = self.conn
-        for ddl in (
-            "CREATE TEMP TABLE IF NOT EXISTS probe_ids (pos INTEGER PRIMARY KEY, content_id INTEGER)",
-            "CREATE TEMP TABLE IF NOT EXISTS probe_origin (pos INTEGER PRIMARY KEY, origin INTEGER)",
-            "CREATE TEMP TABLE IF NOT EXISTS probe (slot INTEGER, value INTEGER, probe_id INTEGER)",
-        ):
-            conn.execute(ddl)
-        for name in ("probe_ids", "probe_origin", "probe"):
-            conn.execute(f"DELETE FROM temp.{name}")
-        conn.executemany("INSERT INTO temp.probe_ids (pos, content_id) VALUES (?, ?)", enumerate(content_ids))
-        conn.execute(
-            "INSERT INTO temp.probe_origin (pos, origin) SELECT key, value FROM json_each(?)",
-            (json.dumps(origin.tolist()),),
+    # One table holds the LSH band rows and the SimHash block rows, each packed into its rowid as
+    # (33-bit key of slot and value) << 30 | content id: the table B-tree is the index, rows are bare
+    # integers, and the rows under one key are one rowid range.
+    def index_and_match(self, content_ids: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Probe, then add, index rows (keys[i] belongs to content_ids[i]): returns (key, content id) arrays of
+        the rows that were stored before under one of these keys."""
+        found = self.match_index(keys)
+        self.conn.execute(
+            "INSERT OR IGNORE INTO index_keys (entry) SELECT value FROM json_each(?)",
+            (_json_ints(distinct(_entries(content_ids, keys))),),
         )
-        conn.execute(
-            "INSERT INTO temp.probe (slot, value, probe_id) SELECT o.origin % ?, k.value, i.content_id "
-            "FROM json_each(?) k CROSS JOIN temp.probe_origin o ON o.pos = k.key "
-            "CROSS JOIN temp.probe_ids i ON i.pos = o.origin / ?",  # CROSS JOIN: in this order, keeping the sort
-            (slots, json.dumps(flat[origin].tolist()), slots),
-        )
-        conn.execute(
-            f"INSERT OR IGNORE INTO {table} ({columns[0]}, {columns[1]}, content_id) "
-            "SELECT slot, value, probe_id FROM temp.probe ORDER BY rowid"
-        )
-        found = conn.execute(
-            f"SELECT DISTINCT p.probe_id, t.content_id FROM temp.probe p CROSS JOIN {table} t "
-            f"ON t.{columns[0]} = p.slot AND t.{columns[1]} = p.value WHERE t.content_id != p.probe_id"
-        ).fetchall()
-        for name in ("probe_ids", "probe_origin", "probe"):
-            conn.execute(f"DELETE FROM temp.{name}")
         return found
 
-    def delete_index_rows(self, table: str, rows: list[tuple[int, int, int]]) -> None:
-        """rows: (slot, key, content_id), as SlotKeys.rows() gives them."""
-        columns = self._SLOT_COLUMNS[table]
-        self.conn.executemany(
-            f"DELETE FROM {table} WHERE {columns[0]} = ? AND {columns[1]} = ? AND content_id = ?", rows
-        )
+    def match_index(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(key, content id) arrays of the stored rows under any of these keys: one range probe per key."""
+        if len(keys) == 0:
+            return np.empty(0, np.uint64), np.empty(0, np.int64)
+        starts = distinct(np.asarray(keys, dtype=np.uint64)).astype(np.int64) << CONTENT_ID_BITS
+        row = self._q(
+            "SELECT json_group_array(i.entry) FROM json_each(?) j "
+            "CROSS JOIN index_keys i ON i.entry BETWEEN j.value AND j.value + ?",
+            (_json_ints(starts), _CONTENT_ID_MASK),
+        ).fetchone()
+        entries = np.array(json.loads(row[0]), dtype=np.int64)
+        return (entries >> CONTENT_ID_BITS).astype(np.uint64), entries & _CONTENT_ID_MASK
+
+    def delete_index(self, content_ids: np.ndarray, keys: np.ndarray) -> None:
+        if len(keys):
+            self.conn.execute(
+                "DELETE FROM index_keys WHERE entry IN (SELECT value FROM json_each(?))",
+                (_json_ints(_entries(content_ids, keys)),),
+            )
+
+    def index_rows(self) -> int:
+        return self._q("SELECT count(*) FROM index_keys").fetchone()[0]
 
     def clear_index(self) -> None:
-        self.conn.execute("DELETE FROM lsh_bands")
-        self.conn.execute("DELETE FROM simhash_blocks")
+        self.conn.execute("DELETE FROM index_keys")
         self.conn.execute("DELETE FROM pairs")
         self.conn.execute("UPDATE contents SET cluster = id")
-
-    def lookup(self, table: str, rows: list[tuple[int, int]]) -> set[int]:
-        """Content ids under any of the given (band, key) or (block, value) slots: one index probe each."""
-        columns = self._SLOT_COLUMNS[table]
-        sql = f"SELECT content_id FROM {table} WHERE {columns[0]} = ? AND {columns[1]} = ?"
-        found: set[int] = set()
-        for slot, value in rows:
-            found.update(r[0] for r in self._q(sql, (slot, value)))
-        return found
 
     # --- pairs ---------------------------------------------------------------
 

@@ -15,7 +15,7 @@ def test_blank_database_gets_current_schema(db_path):
     migrations = migrate.available()
     assert migrate.schema_version(store.conn) == len(migrations) >= 1
     tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"meta", "files", "documents", "contents", "lsh_bands", "simhash_blocks", "pairs"} <= tables
+    assert {"meta", "files", "documents", "contents", "index_keys", "pairs"} <= tables
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert store.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     store.close()
