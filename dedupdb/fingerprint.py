@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 from .config import Settings
 from .hashing import content_hash, distinct, distinct_counts, to_signed64
 from .minhash import MinHasher, bottom_k
-from .simhash import fingerprint as simhash_fingerprint
+from .simhash import fingerprint as simhash_fingerprint, fingerprints as simhash_fingerprints
 from .tokens import TokenStream, Tokenizer, chinese_words
 from .weights import CorpusIdf, chinese_idf
 
@@ -96,26 +96,37 @@ class Fingerprinter:
         self.settings = settings
         self.idf = idf
 
-    def batch(self, texts: list[str], learn: bool = True, sketches: list[Sketch] | None = None) -> list[Fingerprint]:
-        """Fingerprints of normalized texts (from sketches computed elsewhere, if given); with learn, their
-        words also feed the corpus IDF first."""
-        if sketches is None:
-            sketches = sketch_texts(self.settings, texts)
+    def batch(self, sketches: list[Sketch], learn: bool = True) -> list[Fingerprint]:
+        """Fingerprints from sketches (made here or in a worker); with learn, their words also feed the corpus
+        IDF first."""
         if learn:
             for s in sketches:
                 if s.words is not None:
                     self.idf.observe(s.words[0])
+        simhashes = self._simhashes(sketches)
         return [
-            Fingerprint(s.content_hash, s.chars, s.shingles, s.minhash, s.sketch, self._simhash(s)) for s in sketches
+            Fingerprint(s.content_hash, s.chars, s.shingles, s.minhash, s.sketch, simhash)
+            for s, simhash in zip(sketches, simhashes)
         ]
 
-    def one(self, text: str) -> Fingerprint:
-        return self.batch([text], learn=False)[0]
+    def texts(self, texts: list[str], learn: bool = False) -> list[Fingerprint]:
+        """Fingerprints of normalized texts, sketched here."""
+        return self.batch(sketch_texts(self.settings, texts), learn)
 
-    def _simhash(self, s: Sketch) -> int | None:
-        if s.words is None:
-            return s.simhash
-        features, counts = s.words
-        if len(features) < self.settings.simhash_min_features:
-            return None
-        return simhash_fingerprint(features, counts * self.idf.idf(features))
+    def one(self, text: str) -> Fingerprint:
+        return self.texts([text])[0]
+
+    def _simhashes(self, sketches: list[Sketch]) -> list[int | None]:
+        """SimHash of each sketch: CJK ones carry theirs; other text is weighted by the corpus IDF here, all
+        texts of the batch in one pass."""
+        out: list[int | None] = [s.simhash if s.words is None else None for s in sketches]
+        weighted = [i for i, s in enumerate(sketches)
+                    if s.words is not None and len(s.words[0]) >= self.settings.simhash_min_features]
+        if weighted:
+            features = np.concatenate([sketches[i].words[0] for i in weighted])
+            counts = np.concatenate([sketches[i].words[1] for i in weighted])
+            lengths = [len(sketches[i].words[0]) for i in weighted]
+            values = simhash_fingerprints(features, counts * self.idf.idf(features), lengths)
+            for i, value in zip(weighted, values):
+                out[i] = value
+        return out

@@ -13,8 +13,8 @@ import numpy as np
 
 from .cluster import components
 from .config import Settings
-from .fingerprint import Fingerprint, Fingerprinter, Sketch, sketch_texts
-from .hashing import content_hash, slot_hash, to_unsigned64
+from .fingerprint import Fingerprint, Fingerprinter, Sketch
+from .hashing import slot_hash, to_unsigned64
 from .lsh import Banding, band_keys
 from .simhash import block_key_matrix
 from .store import INDEX_KEY_BITS, ContentRow, Store
@@ -26,7 +26,7 @@ class NewDocument:
     key: str
     file_id: int
     record: str | None
-    text: str          # normalized
+    content_hash: bytes  # of the normalized text (fingerprint.content_hash)
     bytes: int
     mtime_ns: int
     snippet: str
@@ -72,21 +72,15 @@ class Indexer:
 
     # --- adding ------------------------------------------------------------------
 
-    def add_documents(self, documents: list[NewDocument], sketches: dict[bytes, Sketch] | None = None) -> int:
-        """Store documents, fingerprinting each distinct new text once (from sketches made elsewhere where
-        given); returns how many new contents."""
+    def add_documents(self, documents: list[NewDocument], sketches: dict[bytes, Sketch]) -> int:
+        """Store documents; sketches (by content hash) must hold every text the store does not know yet.
+        Returns how many new contents."""
         if not documents:
             return 0
-        hashes = [content_hash(d.text) for d in documents]
+        hashes = [d.content_hash for d in documents]
         known = self.store.content_ids_by_hash(list(set(hashes)))
-        fresh_texts: dict[bytes, str] = {}
-        for h, d in zip(hashes, documents):
-            if h not in known and h not in fresh_texts:
-                fresh_texts[h] = d.text
-        sketches = sketches or {}
-        missing = [t for h, t in fresh_texts.items() if h not in sketches]
-        sketches.update((s.content_hash, s) for s in sketch_texts(self.settings, missing))
-        fingerprints = self.fingerprinter.batch([], sketches=[sketches[h] for h in fresh_texts])
+        fresh = [h for h in dict.fromkeys(hashes) if h not in known]
+        fingerprints = self.fingerprinter.batch([sketches[h] for h in fresh])
         content_ids = self.store.insert_contents(fingerprints)
         new_ids: dict[int, Fingerprint] = dict(zip(content_ids, fingerprints))
         for fp, content_id in zip(fingerprints, content_ids):

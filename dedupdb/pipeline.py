@@ -10,7 +10,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -18,9 +18,11 @@ import xxhash
 
 from .config import COMMIT_SECONDS, INGEST_BATCH, SNIPPET_CHARS
 from .errors import DedupError, InputError, ReadError
-from .hashing import bytes_hash
+from .config import Settings
+from .fingerprint import Sketch, sketch_texts
+from .hashing import bytes_hash, content_hash
 from .index import Indexer, NewDocument
-from .parallel import PendingSketches, SketchPool, default_workers
+from .parallel import PendingWork, Work, WorkPool, default_workers
 from .normalize import normalize, normalize_lines
 from .records import BadRecord, EndOfRecords, RecordOptions, read_records, sniff_encoding
 from .sources import Candidate, Skipped, file_text, read_bytes, walk
@@ -67,10 +69,61 @@ class AddSummary:
 @dataclass
 class _Pending:
     candidate: Candidate
-    digest: str
-    text: str | None  # normalized; None for an empty file
-    snippet: str
+    known_digest: str | None  # of the bytes indexed before, for a file the store holds
     existed: bool
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """What reading one changed file gave: made in a worker or inline, the same either way."""
+
+    digest: str = ""
+    unchanged: bool = False          # its bytes still hash to the digest indexed before
+    text_hash: bytes | None = None   # content hash of its normalized text; None when it holds no text
+    sketch: Sketch | None = None     # on the first file of a batch with that text
+    snippet: str = ""
+    bytes_read: int = 0
+    error: str | None = None         # why it could not be read
+    binary: bool = False
+
+
+def read_files(settings: Settings, jobs: list[tuple[str, str | None]]) -> list[FileRead]:
+    """Read, decode, normalize and sketch files given as (path, digest indexed before or None)."""
+    out: list[FileRead] = []
+    texts: dict[bytes, str] = {}
+    for path, known_digest in jobs:
+        try:
+            data = read_bytes(Path(path))
+            digest = bytes_hash(data)
+            if digest == known_digest:
+                out.append(FileRead(digest, unchanged=True))
+                continue
+            raw = file_text(Path(path), data)
+            text = normalize(raw)
+        except ReadError as exc:
+            out.append(FileRead(error=exc.reason, binary=exc.reason.startswith("binary")))
+            continue
+        text_hash = content_hash(text) if text else None
+        if text_hash is not None:
+            texts.setdefault(text_hash, text)
+        out.append(FileRead(digest, False, text_hash, None, snippet(raw), len(data)))
+    sketches = {s.content_hash: s for s in sketch_texts(settings, list(texts.values()))}
+    return [replace(r, sketch=sketches.pop(r.text_hash)) if r.text_hash in sketches else r for r in out]
+
+
+def sketch_records(settings: Settings, raws: list[str]) -> list[tuple[bytes | None, Sketch | None]]:
+    """(content hash, sketch) of each record's text (None for one without text); each distinct text of the
+    list is sketched once, and only its first record carries the sketch."""
+    # Newlines inside a record are whitespace like any other once normalized.
+    texts = normalize_lines([raw.replace("\n", " ") for raw in raws])
+    hashes = [content_hash(t) if t else None for t in texts]
+    distinct = {h: t for h, t in zip(hashes, texts) if h is not None}
+    sketches = {s.content_hash: s for s in sketch_texts(settings, list(distinct.values()))}
+    return [(h, sketches.pop(h, None) if h is not None else None) for h in hashes]
+
+
+def _sketches_of(results: list[Sketch | None]) -> dict[bytes, Sketch]:
+    return {s.content_hash: s for s in results if s is not None}
 
 
 class Ingest:
@@ -84,22 +137,22 @@ class Ingest:
         self._pending: list[_Pending] = []
         self._known: dict[str, FileRow] = {}  # what the store knew of these files before this run
         self._workers = default_workers() if workers is None else workers
-        self._pool: SketchPool | None = None
+        self._pool: WorkPool | None = None
         self._batches = 0
-        self._in_flight: tuple[PendingSketches, Callable] | None = None
+        self._in_flight: tuple[PendingWork, Callable] | None = None
 
     # --- one batch in flight -------------------------------------------------------
 
-    def _submit(self, texts: list[str], apply: Callable[[dict | None], None]) -> None:
-        """Have texts sketched (by workers once the ingest proves large) and apply(sketches) run in order:
-        batch N is sketched while batch N - 1 is written."""
+    def _submit(self, work: Work, items: list, apply: Callable[[list], None]) -> None:
+        """Have work(settings, items) done (by workers once the ingest proves large) and apply(results) run in
+        order: batch N is read and sketched while batch N - 1 is written."""
         self._batches += 1
         if self._pool is None and self._workers > 0 and self._batches >= 2:
-            self._pool = SketchPool(self.indexer.settings, self._workers)
-        pending = self._pool.submit(list(dict.fromkeys(texts))) if self._pool else None
+            self._pool = WorkPool(self.indexer.settings, self._workers)
+        pending = self._pool.submit(work, items) if self._pool else None
         self._drain()
         if pending is None:
-            apply(None)
+            apply(work(self.indexer.settings, items))
         else:
             self._in_flight = (pending, apply)
 
@@ -107,7 +160,7 @@ class Ingest:
         if self._in_flight is not None:
             pending, apply = self._in_flight
             self._in_flight = None
-            apply({s.content_hash: s for s in pending.result()})
+            apply(pending.result())
 
     def _close_pool(self) -> None:
         if self._pool is not None:
@@ -194,55 +247,51 @@ class Ingest:
         if live and known.size == candidate.size and known.mtime_ns == candidate.mtime_ns:
             self.summary.unchanged += 1
             return
-        try:
-            data = read_bytes(candidate.path)
-            digest = bytes_hash(data)
-            if live and digest == known.digest:
-                with self.store.transaction():
-                    self.store.touch_file(known.id, candidate.size, candidate.mtime_ns)
-                self.summary.unchanged += 1
-                return
-            raw = file_text(candidate.path, data)
-            text = normalize(raw)
-        except ReadError as exc:
-            if exc.reason.startswith("binary"):
-                self.summary.skipped.append((path, exc.reason))
-            else:
-                self.summary.failed.append((path, exc.reason))
-            return
-        self.summary.bytes_read += len(data)
-        self._pending.append(_Pending(candidate, digest, text or None, snippet(raw), live))
+        self._pending.append(_Pending(candidate, known.digest if live else None, live))
 
     def _flush(self) -> None:
         if not self._pending:
             return
         batch, self._pending = self._pending, []
-        self._submit([i.text for i in batch if i.text], lambda sketches: self._apply(batch, sketches))
+        jobs = [(str(i.candidate.path), i.known_digest) for i in batch]
+        self._submit(read_files, jobs, lambda reads: self._apply(batch, reads))
 
-    def _apply(self, batch: list[_Pending], sketches: dict | None) -> None:
+    def _apply(self, batch: list[_Pending], reads: list[FileRead]) -> None:
+        read: list[tuple[_Pending, FileRead]] = []
         additions: list[NewDocument] = []
         with self.store.transaction():
+            for item, result in zip(batch, reads):
+                path, c = str(item.candidate.path), item.candidate
+                if result.error is not None:
+                    (self.summary.skipped if result.binary else self.summary.failed).append((path, result.error))
+                elif result.unchanged:
+                    self.store.touch_file(self._known[path].id, c.size, c.mtime_ns)
+                    self.summary.unchanged += 1
+                else:
+                    read.append((item, result))
+                    self.summary.bytes_read += result.bytes_read
             file_ids = self.store.save_files(
                 [
-                    (str(i.candidate.path), i.candidate.size, i.candidate.mtime_ns, i.digest,
-                     "indexed" if i.text else "empty", "file", 0, None)
-                    for i in batch
+                    (str(i.candidate.path), i.candidate.size, i.candidate.mtime_ns, r.digest,
+                     "indexed" if r.text_hash else "empty", "file", 0, None)
+                    for i, r in read
                 ]
             )
             removals = []
-            for item in batch:
+            for item, result in read:
                 c = item.candidate
                 file_id = file_ids[str(c.path)]
                 if item.existed:
                     removals += self.store.documents_of_file(file_id)
-                if item.text:
+                if result.text_hash:
                     additions.append(
-                        NewDocument(str(c.path), file_id, None, item.text, c.size, c.mtime_ns, item.snippet)
+                        NewDocument(str(c.path), file_id, None, result.text_hash, c.size, c.mtime_ns, result.snippet)
                     )
             self.indexer.remove_documents(removals)
+            sketches = _sketches_of([r.sketch for r in reads])
             self.summary.new_contents += self.indexer.add_documents(additions, sketches)
             self.save_state(False)
-        for item in batch:
+        for item, _ in read:
             (self.summary.updated if item.existed else self.summary.added).append(str(item.candidate.path))
 
     # --- record files --------------------------------------------------------------
@@ -349,13 +398,12 @@ class _RecordRead:
         summary.bytes_read += offset - start[0]
 
     def _flush(self, batch, offset: int, line: int, digest: str, done: bool) -> None:
-        # Newlines inside a record are whitespace like any other once normalized.
-        texts = normalize_lines([raw.replace("\n", " ") for _, _, raw, _ in batch])
         self.ingest._submit(
-            [t for t in texts if t], lambda sketches: self._apply(batch, texts, offset, line, digest, done, sketches)
+            sketch_records, [raw for _, _, raw, _ in batch],
+            lambda results: self._apply(batch, results, offset, line, digest, done),
         )
 
-    def _apply(self, batch, texts, offset: int, line: int, digest: str, done: bool, sketches) -> None:
+    def _apply(self, batch, results, offset: int, line: int, digest: str, done: bool) -> None:
         store = self.ingest.store
         with store.transaction():
             ids = store.save_files(
@@ -370,15 +418,16 @@ class _RecordRead:
             # no set of every key read needs to be held, however long the file.
             taken = store.existing_keys([key for key, _, _, _ in batch])
             documents = []
-            for (key, record_id, raw, line), text in zip(batch, texts):
-                if not text:
+            for (key, record_id, raw, line), (text_hash, _) in zip(batch, results):
+                if text_hash is None:
                     continue
                 if key in taken:
                     self.ingest.summary.note_bad(f"{self.path}:{line}", f"duplicate id {record_id!r}")
                     continue
                 taken.add(key)
                 size = len(raw.encode("utf-8"))
-                documents.append(NewDocument(key, file_id, record_id, text, size, self.mtime_ns, snippet(raw)))
+                documents.append(NewDocument(key, file_id, record_id, text_hash, size, self.mtime_ns, snippet(raw)))
+            sketches = _sketches_of([sketch for _, sketch in results])
             self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
             self.ingest.summary.records += len(documents)
             self.ingest.save_state(False)

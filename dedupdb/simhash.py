@@ -30,6 +30,17 @@ def fingerprint(feature_hashes: NDArray[np.uint64], weights: NDArray[np.float64]
     return int(packed.view("<u8")[0])
 
 
+def fingerprints(feature_hashes: NDArray[np.uint64], weights: NDArray[np.float64], lengths: list[int]) -> list[int]:
+    """fingerprint() of many texts at once: their features and weights concatenated, lengths[i] of them for
+    text i (each at least one). The bits are unpacked once for all; each text's vote is then one product,
+    2 * (weight of features with the bit set) - (all its weight)."""
+    bits = np.unpackbits(feature_hashes.astype("<u8").view(np.uint8), bitorder="little").reshape(-1, BITS)
+    bounds = np.concatenate(([0], np.cumsum(lengths))).tolist()
+    set_weight = np.array([weights[a:b] @ bits[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
+    votes = 2.0 * set_weight - np.add.reduceat(weights, bounds[:-1])[:, None]
+    return np.packbits(votes > 0, axis=1, bitorder="little").view("<u8")[:, 0].tolist()
+
+
 def hamming(a: int, b: int) -> int:
     return (a ^ b).bit_count()
 

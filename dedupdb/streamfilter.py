@@ -73,7 +73,7 @@ class _NearIndex:
         self.keys: list[str] = []
 
     def fingerprints(self, texts: list[str]):
-        return self.fingerprinter.batch(texts, learn=False)
+        return self.fingerprinter.texts(texts)
 
     def check_and_add(self, key: str, fp, bands: list[int]) -> str | None:
         """The key of an earlier near-duplicate, or None after remembering this record."""

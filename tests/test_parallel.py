@@ -8,7 +8,7 @@ import dedupdb
 import dedupdb.pipeline as pipeline
 from dedupdb.config import Settings
 from dedupdb.fingerprint import sketch_texts
-from dedupdb.parallel import SketchPool
+from dedupdb.parallel import WorkPool
 from dedupdb.records import RecordOptions
 
 from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
@@ -16,9 +16,9 @@ from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_
 
 def test_pool_sketches_equal_inline_sketches():
     texts = [f"{ENGLISH} {i}" for i in range(100)] + [f"{CHINESE}{i}" for i in range(100)]
-    pool = SketchPool(Settings(), workers=2)
+    pool = WorkPool(Settings(), workers=2)
     try:
-        remote = pool.submit(texts).result()
+        remote = pool.submit(sketch_texts, texts).result()
     finally:
         pool.close()
     local = sketch_texts(Settings(), texts)
