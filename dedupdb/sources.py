@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import fnmatch
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -94,11 +95,6 @@ def _consider(path: Path, include: tuple[str, ...], exclude: tuple[str, ...], ex
         yield Skipped(Path(os.fsdecode(os.fsencode(path)).encode("utf-8", "replace").decode("utf-8")),
                       "name is not valid UTF-8")
         return
-    if not explicit and path.is_symlink():
-        # The link's target is indexed where it lies; indexing the link too would let a cleanup keep the
-        # link and remove the file it points to.
-        yield Skipped(path, "symbolic link")
-        return
     if not explicit and path.name.startswith("."):
         yield Skipped(path, "hidden file")
         return
@@ -109,11 +105,18 @@ def _consider(path: Path, include: tuple[str, ...], exclude: tuple[str, ...], ex
         yield Skipped(path, "not a text file type")
         return
     try:
-        st = path.stat()
+        # One lstat answers whether it is a link, a regular file, and its size and time (a link given
+        # explicitly is followed).
+        st = path.stat() if explicit else path.lstat()
     except OSError as exc:
         yield Skipped(path, f"cannot stat: {exc.strerror or exc}")
         return
-    if not path.is_file():
+    if stat.S_ISLNK(st.st_mode):
+        # The link's target is indexed where it lies; indexing the link too would let a cleanup keep the
+        # link and remove the file it points to.
+        yield Skipped(path, "symbolic link")
+        return
+    if not stat.S_ISREG(st.st_mode):
         yield Skipped(path, "not a regular file")
         return
     yield Candidate(path, st.st_size, st.st_mtime_ns)

@@ -78,8 +78,9 @@ def _entries(content_ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
 
 
 def _json_ints(values: np.ndarray) -> str:
-    """Integers as one JSON array: one bound string that json_each() unpacks in C, instead of a tuple per row."""
-    return json.dumps(values.tolist())
+    """Integers as one JSON array: one bound string that json_each() unpacks in C, instead of a tuple per row.
+    (A list of ints prints as JSON, faster than json.dumps writes it.)"""
+    return str(values.tolist())
 
 
 def _array(blob: bytes) -> np.ndarray:
