@@ -9,10 +9,10 @@ import xxhash
 from numpy.typing import NDArray
 
 from .config import Settings
-from .hashing import content_hash, distinct, distinct_counts, to_signed64
+from .hashing import content_hash, to_signed64
 from .minhash import MinHasher, bottom_k
 from .simhash import fingerprint as simhash_fingerprint, fingerprints as simhash_fingerprints
-from .tokens import TokenStream, Tokenizer, chinese_words
+from .tokens import Tokenizer, chinese_words
 from .weights import CorpusIdf, chinese_idf
 
 _WORD_SEED = 0x51A5
@@ -56,21 +56,23 @@ class Sketcher:
         self.minhasher = MinHasher(settings.num_perm, settings.seed)
 
     def sketch(self, texts: list[str]) -> list[Sketch]:
-        streams = [self.tokenizer.stream(t) for t in texts]
-        # Distinct shingles, sorted: the minimum over a set ignores repeats, and the sketch is their head.
-        shingle_sets = [distinct(self.tokenizer.shingles(s)) for s in streams]
+        batch = self.tokenizer.batch(texts)
+        shingle_sets = self.tokenizer.shingle_sets(batch)  # distinct and sorted: the sketch is their head
         signatures = self.minhasher.signatures(shingle_sets)
+        word_counts = self.tokenizer.word_counts(batch)
         out = []
-        for text, stream, shingles, signature in zip(texts, streams, shingle_sets, signatures):
+        for i, (text, shingles, signature) in enumerate(zip(texts, shingle_sets, signatures)):
             sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
-            words = None if stream.is_cjk or not len(stream.hashes) else distinct_counts(stream.hashes)
-            simhash = self._chinese_simhash(text, stream) if stream.is_cjk else None
-            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, len(stream.tokens)))
+            tokens = batch.count(i)
+            cjk = batch.is_cjk(i)
+            words = None if cjk or not tokens else word_counts[i]
+            simhash = self._chinese_simhash(text, tokens) if cjk else None
+            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens))
         return out
 
-    def _chinese_simhash(self, text: str, stream: TokenStream) -> int | None:
+    def _chinese_simhash(self, text: str, tokens: int) -> int | None:
         minimum = self.settings.simhash_min_features
-        if len(stream.tokens) < minimum:
+        if tokens < minimum:
             return None  # cannot reach the minimum; spares jieba the work
         words = chinese_words(text)
         hashes = np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), _WORD_SEED) for w in words), np.uint64, len(words))

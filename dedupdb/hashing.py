@@ -42,6 +42,8 @@ def distinct(values: np.ndarray) -> np.ndarray:
 def distinct_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values, sorted, and how often each occurs."""
     ordered = np.sort(values)
+    if len(ordered) == 0:
+        return ordered, np.empty(0, np.int64)
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     return ordered[starts], np.diff(np.concatenate((starts, [len(ordered)])))
 

@@ -18,7 +18,7 @@ import numpy as np
 import xxhash
 
 from .config import cache_dir
-from .hashing import fmix64
+from .hashing import distinct, distinct_counts, fmix64
 
 _CJK = (
     "\u3040-\u30ff"  # Hiragana, Katakana
@@ -43,9 +43,10 @@ _ASCII_NOISE_MARKS = ("@", "#", "//", "www.")
 _ASCII_SEPARATORS = bytes(b if chr(b).isalnum() or b == ord("_") else ord(" ") for b in range(128)) + b" " * 128
 _JIEBA_WORD = re.compile(rf"[{_CJK}\w]")
 
-_TOKEN_SEED = 0x5EED
 _NGRAM_MULT = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplication is a bijection mod 2**64
 _S32 = np.uint64(32)
+_LOW32 = np.uint64(0xFFFFFFFF)
+_TOKEN_SEED = 0x5EED
 _CACHE_LIMIT = 2_000_000
 
 
@@ -66,22 +67,45 @@ def is_mostly_cjk(text: str) -> bool:
     return bool(tokens) and 2 * sum(1 for t in tokens if _IS_CJK.match(t)) >= len(tokens)
 
 
+@dataclass(frozen=True)
+class TokenBatch:
+    """The tokens of many texts: hashes[bounds[i]:bounds[i + 1]] are those of text i."""
+
+    hashes: np.ndarray  # uint64
+    bounds: np.ndarray  # int64, one more than there are texts
+    cjk: list[int]      # CJK characters in each text
+
+    def count(self, i: int) -> int:
+        return int(self.bounds[i + 1] - self.bounds[i])
+
+    def is_cjk(self, i: int) -> bool:
+        count = self.count(i)
+        return count > 0 and 2 * self.cjk[i] >= count
+
+
 class Tokenizer:
-    """Turns normalized text into tokens and 32-bit shingle hashes; caches token hashes."""
+    """Turns normalized text into tokens and 32-bit shingle hashes, a batch of texts at a time; caches token
+    hashes."""
 
     def __init__(self, word_ngram: int, cjk_ngram: int) -> None:
         self.word_ngram = word_ngram
         self.cjk_ngram = cjk_ngram
-        self._hash_cache: dict[str, int] = {}
+        self._hash_cache: dict[str | bytes, int] = {}
 
     def stream(self, normalized_text: str) -> TokenStream:
-        if normalized_text.isascii() and not any(mark in normalized_text for mark in _ASCII_NOISE_MARKS):
-            tokens = _ascii_tokens(normalized_text)
-            cjk = 0
-        else:
-            tokens = _TOKEN.findall(_REPOST_NOISE.sub(" ", normalized_text))
-            cjk = 0 if normalized_text.isascii() else len(_IS_CJK.findall(normalized_text))
+        """The tokens of one text, for inspection; batch() gives the same hashes for many texts at once."""
+        tokens, cjk = _tokens(normalized_text)
         return TokenStream(tokens, self._hashes(tokens), cjk)
+
+    def batch(self, normalized_texts: list[str]) -> TokenBatch:
+        every: list = []
+        counts, cjk = [0], []
+        for text in normalized_texts:
+            tokens, characters = _tokens(text)
+            every += tokens
+            counts.append(len(tokens))
+            cjk.append(characters)
+        return TokenBatch(self._hashes(every), np.cumsum(counts), cjk)
 
     def _hashes(self, tokens: list) -> np.ndarray:
         """64-bit hashes of tokens (str or, from the ASCII path, the same text as bytes: both hash alike)."""
@@ -103,10 +127,63 @@ class Tokenizer:
         """32-bit hashes of the token n-grams (uint32, with repeats); empty when there are no tokens."""
         return shingle_hashes(stream.hashes, self.ngram_size(stream))
 
+    def shingle_sets(self, batch: TokenBatch) -> list[np.ndarray]:
+        """The distinct shingle hashes of each text of a batch, sorted (uint32): what shingles() gives for
+        each, computed for all texts together."""
+        texts = len(batch.cjk)
+        counts = np.diff(batch.bounds)
+        sizes = np.array([self.cjk_ngram if batch.is_cjk(i) else self.word_ngram for i in range(texts)], np.int64)
+        values, owners = [], []
+        for n in np.unique(sizes).tolist():
+            # Texts of at least n tokens: one shingle per start position whose n tokens lie in the text.
+            full = np.flatnonzero((sizes == n) & (counts >= n))
+            if len(full):
+                spans = counts[full] - n + 1
+                owner = np.repeat(full, spans)
+                offsets = np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans)
+                positions = batch.bounds[owner] + offsets
+                acc = batch.hashes[positions]
+                for j in range(1, n):
+                    acc = acc * _NGRAM_MULT
+                    acc ^= batch.hashes[positions + j]
+                values.append((fmix64(acc) >> _S32).astype(np.uint32))
+                owners.append(owner)
+        for i in np.flatnonzero((counts > 0) & (counts < sizes)).tolist():  # shorter texts: one shingle of all
+            values.append(shingle_hashes(batch.hashes[batch.bounds[i] : batch.bounds[i + 1]], int(sizes[i])))
+            owners.append(np.array([i]))
+        if not values:
+            return [np.empty(0, np.uint32) for _ in range(texts)]
+        keys = distinct((np.concatenate(owners).astype(np.uint64) << _S32) | np.concatenate(values).astype(np.uint64))
+        split = np.searchsorted(keys >> _S32, np.arange(texts + 1, dtype=np.uint64)).tolist()
+        low = (keys & _LOW32).astype(np.uint32)
+        return [low[split[i] : split[i + 1]] for i in range(texts)]
 
-def _ascii_tokens(text: str) -> list[bytes]:
-    tokens = text.encode("ascii").translate(_ASCII_SEPARATORS).split()
-    return [t for t in tokens if t != b"rt"] if b"rt" in tokens else tokens
+    def word_counts(self, batch: TokenBatch) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The distinct token hashes of each text of a batch and how often each occurs (distinct_counts of
+        each text's hashes, sorted together: by text, then by the high bits of the hash)."""
+        texts = len(batch.cjk)
+        if len(batch.hashes) == 0:
+            return [(np.empty(0, np.uint64), np.empty(0, np.int64)) for _ in range(texts)]
+        owner = np.repeat(np.arange(texts, dtype=np.uint64), np.diff(batch.bounds))
+        owner_bits = np.uint64(max(1, texts - 1).bit_length())
+        order = np.argsort((owner << (np.uint64(64) - owner_bits)) | (batch.hashes >> owner_bits))
+        hashes, owner = batch.hashes[order], owner[order]
+        # Two words of one text alike in all those high bits (odds ~2**-40) may each keep an entry with part of
+        # the count: every use of these counts adds them up per hash, so nothing changes.
+        starts = np.flatnonzero(np.concatenate(([True], (hashes[1:] != hashes[:-1]) | (owner[1:] != owner[:-1]))))
+        counts = np.diff(np.concatenate((starts, [len(hashes)])))
+        split = np.searchsorted(owner[starts], np.arange(texts + 1, dtype=np.uint64)).tolist()
+        values = hashes[starts]
+        return [(values[split[i] : split[i + 1]], counts[split[i] : split[i + 1]]) for i in range(texts)]
+
+
+def _tokens(text: str) -> tuple[list, int]:
+    """A text's tokens and its number of CJK characters."""
+    if text.isascii() and not any(mark in text for mark in _ASCII_NOISE_MARKS):
+        tokens = text.encode("ascii").translate(_ASCII_SEPARATORS).split()
+        return ([t for t in tokens if t != b"rt"] if b"rt" in tokens else tokens), 0
+    tokens = _TOKEN.findall(_REPOST_NOISE.sub(" ", text))
+    return tokens, 0 if text.isascii() else len(_IS_CJK.findall(text))
 
 
 def shingle_hashes(token_hashes: np.ndarray, n: int) -> np.ndarray:
@@ -162,3 +239,4 @@ def jieba_idf() -> tuple[dict[str, float], float]:
 def chinese_words(normalized_text: str) -> list[str]:
     """jieba's segmentation, keeping only tokens with a letter, digit or ideograph."""
     return [w for w in _jieba().lcut(normalized_text) if _JIEBA_WORD.search(w)]
+

@@ -44,6 +44,8 @@ import numpy as np
 
 import dedupdb
 from dedupdb.config import INGEST_BATCH, Settings
+from dedupdb.fingerprint import sketch_texts
+from dedupdb.hashing import content_hash
 from dedupdb.index import NewDocument
 from dedupdb.lsh import band_keys, optimal_banding
 from dedupdb.minhash import sketch_jaccard
@@ -249,12 +251,14 @@ def build_store(ws: Workspace, label: str, docs: list[tuple[str, str]], cfg: Con
     with store.transaction():
         file_id = _save_file(store, f"eval://{label}")
     for start in range(0, len(docs), INGEST_BATCH):
+        part = docs[start : start + INGEST_BATCH]
+        sketches = {s.content_hash: s for s in sketch_texts(db.settings, [text for _, text in part])}
         batch = [
-            NewDocument(key, file_id, key, text, len(text.encode("utf-8")), 0, text[:160])
-            for key, text in docs[start : start + INGEST_BATCH]
+            NewDocument(key, file_id, key, content_hash(text), len(text.encode("utf-8")), 0, text[:160])
+            for key, text in part
         ]
         with store.transaction():
-            db.indexer.add_documents(batch)
+            db.indexer.add_documents(batch, sketches)
     return db, path
 
 

@@ -51,3 +51,58 @@ def test_failed_migration_rolls_back(tmp_path, db_path):
 def test_migrations_ship_with_the_package():
     names = [m.path.name for m in migrate.available()]
     assert names[0] == "0001_initial.sql"
+
+
+def _as_schema_2(db_path) -> None:
+    """Turn a current database back into the schema-2 layout: index rows in two tables, user_version 2."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.executescript(
+        "BEGIN; DROP TABLE index_keys;"
+        "CREATE TABLE lsh_bands (band INTEGER NOT NULL, key INTEGER NOT NULL, content_id INTEGER NOT NULL,"
+        " PRIMARY KEY (band, key, content_id)) WITHOUT ROWID;"
+        "CREATE TABLE simhash_blocks (block INTEGER NOT NULL, value INTEGER NOT NULL, content_id INTEGER NOT NULL,"
+        " PRIMARY KEY (block, value, content_id)) WITHOUT ROWID;"
+        "DELETE FROM pairs; UPDATE contents SET cluster = id; PRAGMA user_version = 2; COMMIT;"
+    )
+    conn.close()
+
+
+def test_schema_2_database_is_migrated_and_its_index_rebuilt(tmp_path, db_path, cli):
+    from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+
+    folder = tmp_path / "docs"
+    for name, text in [("a", ENGLISH), ("b", ENGLISH_EDITED), ("c", ENGLISH_OTHER), ("d", CHINESE), ("e", CHINESE_EDITED)]:
+        write(folder / f"{name}.txt", text)
+    with dedupdb.open(db_path) as db:
+        db.add([folder])
+        before = sorted((p.key_a, p.key_b, p.jaccard) for p in db.pairs())
+        rows = db.store.index_rows()
+    assert len(before) == 2
+    _as_schema_2(db_path)
+
+    result = cli("report", "--format", "json")  # opening migrates and rebuilds
+    assert result.exit_code == 0, result.output
+    with dedupdb.open(db_path) as db:
+        assert migrate.schema_version(db.store.conn) == len(migrate.available())
+        assert db.store.read_meta()["index.rebuild"] == "0"
+        assert sorted((p.key_a, p.key_b, p.jaccard) for p in db.pairs()) == before
+        assert db.store.index_rows() == rows
+        assert db.query(ENGLISH_EDITED)[0].path.endswith("b.txt")
+
+
+def test_store_refuses_more_contents_than_index_rows_can_name(tmp_path, db_path, cli):
+    from dedupdb.store import CONTENT_ID_BITS
+
+    from .conftest import ENGLISH, ENGLISH_OTHER, write
+
+    with dedupdb.open(db_path) as db:
+        db.add([write(tmp_path / "a.txt", ENGLISH)])
+    conn = sqlite3.connect(db_path, isolation_level=None)  # move the one content to the last id there is
+    conn.execute("UPDATE contents SET id = ?, cluster = ?", (2**CONTENT_ID_BITS - 1, 2**CONTENT_ID_BITS - 1))
+    conn.execute("UPDATE documents SET content_id = ?", (2**CONTENT_ID_BITS - 1,))
+    conn.close()
+    result = cli("add", str(write(tmp_path / "b.txt", ENGLISH_OTHER)))
+    assert result.exit_code == 1
+    assert "at most" in result.output and "Traceback" not in result.output
+    with dedupdb.open(db_path) as db:
+        assert db.store.counts()["contents"] == 1  # the failed batch left nothing behind

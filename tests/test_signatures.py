@@ -195,3 +195,104 @@ def test_band_keys_agree_only_where_bands_agree():
     a, b = band_keys(sig, banding)[0], band_keys(other, banding)[0]
     assert a[0] != b[0] and np.array_equal(a[1:], b[1:])
     assert band_keys(sig, banding).dtype == np.int64
+
+
+# --- fast paths give what the plain ones give ----------------------------------------------------
+
+_ascii_text = st.lists(
+    st.sampled_from(list("abcdefghijklmnopqrstuvwxyz0123456789_ .,;:!?'\"()-\t\n") + ["rt", " rt ", "rt_", "3rt"]),
+    max_size=120,
+).map("".join)
+_mixed_text = st.lists(
+    st.sampled_from(["the", "cat", "sat", " ", ", ", "rt", "今", "天", "好", "@bob ", "#tag ", "http://x.io/a ", "é"]),
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ascii_text)
+def test_ascii_tokens_hash_like_the_regex_path(text):
+    from dedupdb.tokens import _REPOST_NOISE, _TOKEN
+
+    fast = Tokenizer(2, 2).stream(text)  # ASCII without noise marks: bytes.translate and split
+    slow_tokens = _TOKEN.findall(_REPOST_NOISE.sub(" ", text))
+    slow = Tokenizer(2, 2)._hashes(slow_tokens)
+    assert [t.decode() for t in fast.tokens] == slow_tokens
+    assert fast.hashes.tolist() == slow.tolist()
+
+
+def test_text_with_noise_marks_takes_the_regex_path():
+    t = Tokenizer(2, 2)
+    assert t.stream("see https://example.com/x now @bob #tag rt done").tokens == ["see", "now", "done"]
+    assert t.stream("a rt b").hashes.tolist() == t.stream("a b").hashes.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=300))
+def test_distinct_matches_numpy_unique(values):
+    from dedupdb.hashing import distinct, distinct_counts
+
+    array = np.array(values, dtype=np.uint32)
+    assert distinct(array).tolist() == np.unique(array).tolist()
+    found, counts = distinct_counts(array)
+    expected, expected_counts = np.unique(array, return_counts=True)
+    assert found.tolist() == expected.tolist() and counts.tolist() == expected_counts.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=80, unique=True),
+       st.lists(st.integers(0, 2**32 - 1), max_size=80, unique=True), st.integers(1, 64))
+def test_sketch_jaccard_is_exact_for_small_sets_and_agrees_with_sets(a, b, k):
+    sa, sb = np.array(sorted(a), dtype=np.uint32), np.array(sorted(b), dtype=np.uint32)
+    got = sketch_jaccard(bottom_k(sa, k)[0], bottom_k(sb, k)[0], k)
+    if not a or not b:
+        assert got == 0.0
+        return
+    union = sorted(set(a) | set(b))[:k]
+    sketch_a, sketch_b = set(sorted(a)[:k]), set(sorted(b)[:k])
+    if len(a) < k and len(b) < k:
+        union = sorted(set(a) | set(b))
+    expected = sum(1 for x in union if x in sketch_a and x in sketch_b) / len(union)
+    assert abs(got - expected) < 1e-12
+    if len(a) < k and len(b) < k:
+        assert abs(got - len(set(a) & set(b)) / len(set(a) | set(b))) < 1e-12
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(1, 200), min_size=1, max_size=12), st.integers(0, 2**31))
+def test_batch_simhash_equals_one_at_a_time(lengths, seed):
+    from dedupdb.simhash import fingerprints
+
+    rng = np.random.default_rng(seed)
+    features = rng.integers(0, 2**64, sum(lengths), dtype=np.uint64)
+    weights = rng.integers(1, 20, sum(lengths)).astype(np.float64)  # whole weights, ties included
+    bounds = np.cumsum([0] + lengths)
+    one_by_one = [fingerprint(features[a:b], weights[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    assert fingerprints(features, weights, lengths) == one_by_one
+
+
+def test_minhash_of_long_texts_spans_chunks():
+    from dedupdb import minhash
+
+    hasher = MinHasher(64, 3)
+    shingles = np.unique(np.random.default_rng(5).integers(0, 2**32, 3 * minhash._CHUNK_SHINGLES + 7).astype(np.uint32))
+    expected = (shingles[:, None].astype(np.uint64) * hasher._a.astype(np.uint64) + hasher._b) % 2**32
+    assert hasher.signature(shingles).tolist() == expected.min(axis=0).astype(np.uint32).tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(_ascii_text, _mixed_text), max_size=8), st.integers(1, 3), st.integers(1, 3))
+def test_batch_shingles_and_word_counts_equal_one_text_at_a_time(texts, word_ngram, cjk_ngram):
+    from dedupdb.hashing import distinct, distinct_counts
+
+    tokenizer = Tokenizer(word_ngram, cjk_ngram)
+    batch = tokenizer.batch(texts)
+    shingle_sets = tokenizer.shingle_sets(batch)
+    word_counts = tokenizer.word_counts(batch)
+    for i, text in enumerate(texts):
+        stream = tokenizer.stream(text)
+        assert batch.count(i) == len(stream.tokens) and batch.is_cjk(i) == stream.is_cjk
+        assert shingle_sets[i].tolist() == distinct(tokenizer.shingles(stream)).tolist()
+        expected = distinct_counts(stream.hashes)
+        assert word_counts[i][0].tolist() == expected[0].tolist()
+        assert word_counts[i][1].tolist() == expected[1].tolist()
