@@ -18,6 +18,7 @@ from .errors import DatabaseError
 from .hashing import distinct
 
 _CHUNK = 500  # bound on SQL variables per statement
+PAGE_SIZE = 16384
 
 
 def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
@@ -122,6 +123,10 @@ class Store:
             # Read the version before anything writes: a newer database is left untouched.
             migrate.check_not_newer(conn, migrations, str(path))
             conn.execute("PRAGMA busy_timeout = 10000")
+            if migrate.schema_version(conn) == 0:
+                # Set before the first table exists, and fixed after: larger pages make the index B-tree a level
+                # shallower and hold a content row's signature blobs on one page.
+                conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -334,22 +339,23 @@ class Store:
         return found
 
     def insert_contents(self, fingerprints: list) -> list[int]:
-        """Store new contents, each its own cluster to begin with; returns their ids in order."""
+        """Store new contents, each its own cluster to begin with; returns their ids in order. The ids are
+        given here, the next free ones (this runs inside the writing transaction), so nothing is read back."""
         if not fingerprints:
             return []
+        first = self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM contents").fetchone()[0]
+        ids = list(range(first, first + len(fingerprints)))
+        if ids[-1] > _CONTENT_ID_MASK:
+            raise DatabaseError(f"{self.path} is full: it holds at most {_CONTENT_ID_MASK:,} distinct texts")
         self.conn.executemany(
-            "INSERT INTO contents (hash, chars, shingles, minhash, sketch, simhash, cluster, documents) "
-            "VALUES (?, ?, ?, ?, ?, ?, 0, 0)",
+            "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
             [
-                (fp.content_hash, fp.chars, fp.shingles, _blob(fp.minhash), _blob(fp.sketch), fp.simhash_signed)
-                for fp in fingerprints
+                (i, fp.content_hash, fp.chars, fp.shingles, _blob(fp.minhash), _blob(fp.sketch), fp.simhash_signed, i)
+                for i, fp in zip(ids, fingerprints)
             ],
         )
-        self.conn.execute("UPDATE contents SET cluster = id WHERE cluster = 0")
-        ids = self.content_ids_by_hash([fp.content_hash for fp in fingerprints])
-        if max(ids.values()) > _CONTENT_ID_MASK:
-            raise DatabaseError(f"{self.path} is full: it holds at most {_CONTENT_ID_MASK:,} distinct texts")
-        return [ids[fp.content_hash] for fp in fingerprints]
+        return ids
 
     def change_document_counts(self, deltas: dict[int, int]) -> list[int]:
         """Apply per-content document count changes; returns the contents no document holds any more."""

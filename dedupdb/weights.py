@@ -30,6 +30,15 @@ class CorpusIdf:
         self.documents += 1
         self.dirty = True
 
+    def observe_many(self, documents: list[NDArray[np.uint64]]) -> None:
+        """observe() each of these documents' distinct word hashes, all in one pass."""
+        if not documents:
+            return
+        buckets = (np.concatenate(documents) & _BUCKET_MASK).astype(np.intp)
+        self.df += np.bincount(buckets, minlength=DF_BUCKETS).astype(np.uint32)
+        self.documents += len(documents)
+        self.dirty = True
+
     def idf(self, distinct_hashes: NDArray[np.uint64]) -> NDArray[np.float64]:
         df = self.df[(distinct_hashes & _BUCKET_MASK).astype(np.intp)].astype(np.float64)
         return np.log((self.documents + 1.0) / (df + 1.0)) + 1.0
