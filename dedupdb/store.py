@@ -406,10 +406,13 @@ class Store:
     # One table holds the LSH band rows and the SimHash block rows, each packed into its rowid as
     # (33-bit key of slot and value) << 30 | content id: the table B-tree is the index, rows are bare
     # integers, and the rows under one key are one rowid range.
-    def index_and_match(self, content_ids: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def index_and_match(
+        self, content_ids: np.ndarray, keys: np.ndarray, probe: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Probe, then add, index rows (keys[i] belongs to content_ids[i]): returns (key, content id) arrays of
-        the rows that were stored before under one of these keys."""
-        found = self.match_index(keys)
+        the rows that were stored before under one of these keys (under one of the probe keys, where given:
+        the caller knows the others are in no stored row)."""
+        found = self.match_index(keys if probe is None else probe)
         self.conn.execute(
             "INSERT OR IGNORE INTO index_keys (entry) SELECT value FROM json_each(?)",
             (_json_ints(distinct(_entries(content_ids, keys))),),
@@ -438,6 +441,15 @@ class Store:
 
     def index_rows(self) -> int:
         return self._q("SELECT count(*) FROM index_keys").fetchone()[0]
+
+    def index_keys(self) -> np.ndarray:
+        """The key of every stored index row (a scan of the whole index)."""
+        rows = self._q("SELECT entry >> ? FROM index_keys", (CONTENT_ID_BITS,))
+        return np.fromiter((r[0] for r in rows), dtype=np.uint64)
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits to this database (SQLite's PRAGMA data_version)."""
+        return self._q("PRAGMA data_version").fetchone()[0]
 
     def clear_index(self) -> None:
         self.conn.execute("DELETE FROM index_keys")
