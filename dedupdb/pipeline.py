@@ -1,6 +1,7 @@
 """The ingest loop: walk, read, skip what is unchanged, and hand batches to the indexer.
 
-It knows no terminal: progress goes to an optional callback, and the outcome
+Reading, decoding, normalizing and sketching a batch (read_files, sketch_records) run in worker processes
+while the batch before it is written. It knows no terminal: progress goes to an optional callback, and the outcome
 comes back as an AddSummary for the caller to render.
 """
 
@@ -16,9 +17,8 @@ from typing import BinaryIO
 
 import xxhash
 
-from .config import COMMIT_SECONDS, INGEST_BATCH, SNIPPET_CHARS
+from .config import COMMIT_SECONDS, INGEST_BATCH, SNIPPET_CHARS, Settings
 from .errors import DedupError, InputError, ReadError
-from .config import Settings
 from .fingerprint import Sketch, sketch_texts
 from .hashing import bytes_hash, content_hash
 from .index import Indexer, NewDocument

@@ -19,6 +19,7 @@ from .hashing import distinct
 
 _CHUNK = 500  # bound on SQL variables per statement
 PAGE_SIZE = 16384
+_CHECKPOINT_BYTES = 256 * 1024 * 1024
 
 
 def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
@@ -133,9 +134,11 @@ class Store:
             # Index rows land at random places in large B-trees: a bigger page cache saves most of the reads.
             conn.execute("PRAGMA cache_size = -262144")
             conn.execute("PRAGMA temp_store = MEMORY")
-            # An add rewrites pages all over the index B-trees, batch after batch: checkpointing every 64 MB
-            # instead of every 4 MB copies a page that changes in many batches into the file once.
-            conn.execute("PRAGMA wal_autocheckpoint = 16384")
+            # An add rewrites pages all over the index B-tree, batch after batch: checkpointing every 256 MB of
+            # WAL instead of every 4 MB copies a page that changes in many batches into the file once (64 MB:
+            # 14% slower on 100,000 documents). The WAL file goes when the last connection closes.
+            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+            conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_BYTES // page_size}")
             migrate.apply(conn, migrations)
         except sqlite3.DatabaseError as exc:
             conn.close()
