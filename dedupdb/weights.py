@@ -11,8 +11,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from .hashing import distinct
 from .tokens import jieba_idf
 
+_BUCKET_BITS = np.uint64(20)
 DF_BUCKETS = 1 << 20
 _BUCKET_MASK = np.uint64(DF_BUCKETS - 1)
 
@@ -34,8 +36,10 @@ class CorpusIdf:
         """observe() each of these documents' distinct word hashes, all in one pass."""
         if not documents:
             return
-        buckets = (np.concatenate(documents) & _BUCKET_MASK).astype(np.intp)
-        self.df += np.bincount(buckets, minlength=DF_BUCKETS).astype(np.uint32)
+        owner = np.repeat(np.arange(len(documents), dtype=np.uint64), [len(d) for d in documents])
+        # A document counts once per bucket, as in observe(): its (document, bucket) pairs, each once.
+        pairs = distinct((owner << _BUCKET_BITS) | (np.concatenate(documents) & _BUCKET_MASK))
+        self.df += np.bincount((pairs & _BUCKET_MASK).astype(np.intp), minlength=DF_BUCKETS).astype(np.uint32)
         self.documents += len(documents)
         self.dirty = True
 

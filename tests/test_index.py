@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import dedupdb
+import dedupdb.index
 import dedupdb.pipeline as pipeline
 from dedupdb.cluster import UnionFind, components
 
@@ -171,3 +172,59 @@ def test_grouped_commits_commit_on_schedule_and_roll_back_together(db_path):
             store.write_meta({"t.second": "1"})
         assert seen_elsewhere("t.second") == "1"  # window over: committed at once
     store.close()
+
+
+# --- the in-memory filter of stored keys --------------------------------------------------------
+
+
+def test_key_filter_never_rules_out_an_added_key():
+    import numpy as np
+
+    from dedupdb.keyfilter import KeyFilter
+    from dedupdb.store import INDEX_KEY_BITS
+
+    rng = np.random.default_rng(7)
+    added = rng.integers(0, 2**INDEX_KEY_BITS, 50_000, dtype=np.uint64)
+    key_filter = KeyFilter(INDEX_KEY_BITS)
+    key_filter.add(np.concatenate([added, added[:10]]))  # repeats within one call are kept too
+    assert key_filter.may_hold(added).all()
+    others = rng.integers(0, 2**INDEX_KEY_BITS, 50_000, dtype=np.uint64)
+    assert key_filter.may_hold(others).mean() < 0.01  # 50,000 keys set few of the 2**28 bits
+
+
+def test_ingest_with_the_key_filter_finds_what_probing_everything_finds(tmp_path, monkeypatch):
+    folder = tmp_path / "f"
+    for i in range(len(WORDS)):
+        write(folder / f"v{i:02}.txt", _variant(i))
+    write(folder / "other.txt", ENGLISH_OTHER)
+    monkeypatch.setattr(pipeline, "INGEST_BATCH", 4)
+    found = []
+    for filtered in (True, False):
+        if not filtered:  # no filter: every key is probed
+            monkeypatch.setattr(dedupdb.index.Indexer, "_key_filter", lambda self: None)
+        with dedupdb.open(tmp_path / f"{filtered}.db") as db:
+            db.add([folder], workers=0)
+            assert (db.indexer._filter is not None) == filtered
+            found.append(sorted((p.key_a.rsplit("/")[-1], p.key_b.rsplit("/")[-1], p.jaccard) for p in db.pairs()))
+    assert found[0] == found[1] and len(found[0]) >= len(WORDS) - 1
+
+
+def test_key_filter_is_dropped_when_another_connection_writes(tmp_path, db_path):
+    import sqlite3
+
+    write(tmp_path / "a.txt", ENGLISH)
+    with dedupdb.open(db_path) as db:
+        db.add([tmp_path / "a.txt"])
+        assert db.indexer._filter is not None  # made for the empty index
+        other = sqlite3.connect(db_path)
+        other.execute("INSERT INTO meta (key, value) VALUES ('elsewhere', '1')")
+        other.commit()
+        other.close()
+        # Rows written elsewhere would be missing from the filter: it goes, and comes back only once this
+        # connection has written a quarter as many rows as the index holds, read from the index itself.
+        assert db.indexer._key_filter() is None
+        for i in range(5):
+            write(tmp_path / "more" / f"{i}.txt", f"{ENGLISH_OTHER} {i} " + _variant(i))
+        db.add([tmp_path / "more"], workers=0)
+        assert db.indexer._key_filter() is not None
+        assert db.indexer._filter.may_hold(db.store.index_keys()).all()

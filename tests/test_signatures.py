@@ -296,3 +296,17 @@ def test_batch_shingles_and_word_counts_equal_one_text_at_a_time(texts, word_ngr
         expected = distinct_counts(stream.hashes)
         assert word_counts[i][0].tolist() == expected[0].tolist()
         assert word_counts[i][1].tolist() == expected[1].tolist()
+
+
+def test_idf_learns_a_batch_as_it_learns_one_document_at_a_time():
+    from dedupdb.weights import CorpusIdf
+
+    rng = np.random.default_rng(3)
+    documents = [np.unique(rng.integers(0, 2**64, int(n), dtype=np.uint64)) for n in rng.integers(1, 300, 50)]
+    documents.append(documents[0])  # the same words again
+    one, many = CorpusIdf(), CorpusIdf()
+    for words in documents:
+        one.observe(words)
+    many.observe_many(documents)
+    assert many.documents == one.documents == len(documents)
+    assert np.array_equal(many.df, one.df)
