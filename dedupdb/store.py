@@ -69,7 +69,8 @@ class DocumentRow:
     cluster: int
 
 
-# Index rows carry the content id in their low bits (see index_and_match): a store holds fewer contents.
+# Index rows carry the content id in their low bits (see index_and_match), so a store holds at most
+# 2**30 - 1 contents.
 CONTENT_ID_BITS = 30
 INDEX_KEY_BITS = 63 - CONTENT_ID_BITS
 _CONTENT_ID_MASK = (1 << CONTENT_ID_BITS) - 1
