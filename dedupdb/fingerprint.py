@@ -116,7 +116,7 @@ class Fingerprinter:
         """Fingerprints from sketches (made here or in a worker); with learn, their words also feed the corpus
         IDF first."""
         if learn:
-            self.idf.observe_many([s.words[0] for s in sketches if s.words is not None])
+            self.idf.observe([s.words[0] for s in sketches if s.words is not None])
         simhashes = self._simhashes(sketches)
         return [
             Fingerprint(s.content_hash, s.chars, s.shingles, s.minhash, s.sketch, simhash)

@@ -25,19 +25,13 @@ class CorpusIdf:
         self.documents = documents
         self.dirty = False
 
-    def observe(self, distinct_hashes: NDArray[np.uint64]) -> None:
-        """Count one document containing each of these (distinct) word hashes."""
-        buckets = (distinct_hashes & _BUCKET_MASK).astype(np.intp)
-        self.df[buckets] += np.uint32(1)  # distinct hashes may still share a bucket; losing one count is harmless
-        self.documents += 1
-        self.dirty = True
-
-    def observe_many(self, documents: list[NDArray[np.uint64]]) -> None:
-        """observe() each of these documents' distinct word hashes, all in one pass."""
+    def observe(self, documents: list[NDArray[np.uint64]]) -> None:
+        """Count each document (its distinct word hashes) once in every bucket its words fall in, all in one
+        pass."""
         if not documents:
             return
         owner = np.repeat(np.arange(len(documents), dtype=np.uint64), [len(d) for d in documents])
-        # A document counts once per bucket, as in observe(): its (document, bucket) pairs, each once.
+        # Distinct words of one document may share a bucket: each (document, bucket) pair counts once.
         pairs = distinct((owner << _BUCKET_BITS) | (np.concatenate(documents) & _BUCKET_MASK))
         self.df += np.bincount((pairs & _BUCKET_MASK).astype(np.intp), minlength=DF_BUCKETS).astype(np.uint32)
         self.documents += len(documents)

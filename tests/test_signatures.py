@@ -298,15 +298,19 @@ def test_batch_shingles_and_word_counts_equal_one_text_at_a_time(texts, word_ngr
         assert word_counts[i][1].tolist() == expected[1].tolist()
 
 
-def test_idf_learns_a_batch_as_it_learns_one_document_at_a_time():
-    from dedupdb.weights import CorpusIdf
+def test_idf_counts_each_document_once_per_bucket():
+    from dedupdb.weights import DF_BUCKETS, CorpusIdf
 
     rng = np.random.default_rng(3)
     documents = [np.unique(rng.integers(0, 2**64, int(n), dtype=np.uint64)) for n in rng.integers(1, 300, 50)]
     documents.append(documents[0])  # the same words again
-    one, many = CorpusIdf(), CorpusIdf()
+    documents.append(np.array([5, 5 + DF_BUCKETS, 6], dtype=np.uint64))  # two distinct words, one bucket
+    expected = np.zeros(DF_BUCKETS, np.uint32)
     for words in documents:
-        one.observe(words)
-    many.observe_many(documents)
-    assert many.documents == one.documents == len(documents)
-    assert np.array_equal(many.df, one.df)
+        expected[sorted({int(w) % DF_BUCKETS for w in words})] += 1
+    idf = CorpusIdf()
+    idf.observe(documents[:10])
+    idf.observe(documents[10:])
+    assert idf.documents == len(documents)
+    assert np.array_equal(idf.df, expected)
+    assert idf.df[5] == 1 + sum(5 in {int(w) % DF_BUCKETS for w in d} for d in documents[:-1])
