@@ -58,13 +58,18 @@ class TokenStream:
 
     @property
     def is_cjk(self) -> bool:
-        return bool(self.tokens) and 2 * self.cjk_tokens >= len(self.tokens)
+        return _mostly_cjk(len(self.tokens), self.cjk_tokens)
 
 
 def is_mostly_cjk(text: str) -> bool:
     """True when at least half of a text's tokens are CJK characters (the rule shingling follows too)."""
     tokens = _TOKEN.findall(text)
-    return bool(tokens) and 2 * sum(1 for t in tokens if _IS_CJK.match(t)) >= len(tokens)
+    return _mostly_cjk(len(tokens), sum(1 for t in tokens if _IS_CJK.match(t)))
+
+
+def _mostly_cjk(tokens: int, cjk: int) -> bool:
+    """The shingling rule: at least half of a text's tokens are CJK characters."""
+    return tokens > 0 and 2 * cjk >= tokens
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,7 @@ class TokenBatch:
         return int(self.bounds[i + 1] - self.bounds[i])
 
     def is_cjk(self, i: int) -> bool:
-        count = self.count(i)
-        return count > 0 and 2 * self.cjk[i] >= count
+        return _mostly_cjk(self.count(i), self.cjk[i])
 
 
 class Tokenizer:
