@@ -1,46 +1,104 @@
 """Planning and carrying out a cleanup of duplicate files, journaled so that it can be undone.
 
-A plan keeps one file of each cluster by a rule and names what happens to the
-others. Carrying it out writes every action to the journal before it happens
-and marks it done after; each file is checked to still hold what was indexed,
-and the kept file is never touched, so a cluster's last copy always stays.
-Records inside record files are never cleaned: 'export --unique' serves them.
+A plan keeps one file of each group (see grouping.py: every other member is an exact copy of the kept file
+or at least the threshold similar to it) and names what happens to the others, with the size and hash of
+each file's bytes as they were when the plan was made. A plan can be written out as JSON, reviewed, and
+carried out later: whatever changed since it was written is skipped.
+
+Carrying it out writes every action to the journal before it happens and marks it done after. Just before
+acting, each file is checked to still hold the bytes the plan saw, and the kept file too; the kept file is
+never touched, so a group's last copy always stays. A hard link replaces a file with the kept file's bytes,
+so it is made only between byte-identical files, compared again at the moment of linking. Records inside
+record files are never cleaned: 'export --unique' serves them.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .database import Cluster, Database, Member
+from .database import Database, Member
 from .errors import InputError
-from .fileops import mirrored, replace_with_copy, replace_with_link, safe_move
+from .fileops import NotIdentical, discard_partial, mirrored, replace_with_copy, replace_with_link, safe_move
+from .grouping import DEFAULT_KEEP, under as _under
 from .hashing import bytes_hash
-from .minhash import sketch_jaccard
 
-KEEP_RULES = ("newest", "oldest", "longest", "shortest", "largest", "smallest")
 ACTIONS = ("list", "move", "trash", "hardlink")
+PLAN_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class FileState:
+    """A file as the plan saw it: acting on it later is safe only while it still holds these bytes."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    digest: str  # hashing.bytes_hash of its bytes
 
 
 @dataclass(frozen=True)
 class Step:
     cluster: int
-    keep: Member
-    remove: Member
+    group: int
+    keep: FileState
+    remove: FileState
     similarity: float  # Jaccard of the file acted on to the kept one
-    exact: bool
+    exact: bool        # the same text as the kept file, after normalization
+    reason: str        # why it may go: its likeness to the kept file
 
 
 @dataclass
 class Plan:
+    action: str
+    to: str | None = None
+    keep_rule: str = DEFAULT_KEEP
+    database: str = ""
     steps: list[Step] = field(default_factory=list)
     passed_over: list[tuple[str, str]] = field(default_factory=list)  # (path, why it is left alone)
 
     @property
     def reclaimable_bytes(self) -> int:
-        return sum(step.remove.bytes for step in self.steps)
+        return sum(step.remove.size for step in self.steps)
+
+    def to_json(self) -> dict:
+        return {
+            "format": PLAN_FORMAT,
+            "database": self.database,
+            "action": self.action,
+            "to": self.to,
+            "keep_rule": self.keep_rule,
+            "reclaimable_bytes": self.reclaimable_bytes,
+            "steps": [
+                {"cluster": s.cluster, "group": s.group, "keep": asdict(s.keep), "act_on": asdict(s.remove),
+                 "similarity": s.similarity, "exact": s.exact, "bytes": s.remove.size, "reason": s.reason}
+                for s in self.steps
+            ],
+            "passed_over": [{"path": p, "reason": r} for p, r in self.passed_over],
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> "Plan":
+        """A plan written by to_json; anything else is refused with the reason."""
+        try:
+            if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
+                raise ValueError(f"not a dedupdb plan of format {PLAN_FORMAT}")
+            steps = [
+                Step(int(s["cluster"]), int(s.get("group", 1)), _state(s["keep"]), _state(s["act_on"]),
+                     float(s["similarity"]), bool(s["exact"]), str(s.get("reason", "")))
+                for s in data["steps"]
+            ]
+            passed = [(str(p["path"]), str(p["reason"])) for p in data.get("passed_over", [])]
+            return cls(str(data["action"]), data.get("to"), str(data.get("keep_rule", DEFAULT_KEEP)),
+                       str(data.get("database", "")), steps, passed)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"the plan cannot be read: {exc}") from None
+
+
+def _state(item: dict) -> FileState:
+    return FileState(str(item["path"]), int(item["size"]), int(item["mtime_ns"]), str(item["digest"]))
 
 
 @dataclass
@@ -51,106 +109,93 @@ class Outcome:
     failed: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _under(path: str, folder: Path | None) -> bool:
-    return folder is not None and Path(path).is_relative_to(folder)
-
-
-def _keep_key(rule: str, prefer: Path | None, chars: dict[int, int]) -> Callable[[Member], tuple]:
-    measures = {
-        "newest": lambda m: -m.mtime_ns,
-        "oldest": lambda m: m.mtime_ns,
-        "longest": lambda m: -chars[m.content_id],
-        "shortest": lambda m: chars[m.content_id],
-        "largest": lambda m: -m.bytes,
-        "smallest": lambda m: m.bytes,
-    }
-    if rule not in measures:
-        raise InputError(f"unknown keep rule {rule!r}; use one of {', '.join(KEEP_RULES)}")
-    measure = measures[rule]
-    # Ties are broken by path so the same store always gives the same plan.
-    return lambda m: (prefer is not None and not _under(m.path, prefer), measure(m), m.path)
-
-
 def make_plan(
     db: Database,
-    keep: str = "newest",
+    keep: str = DEFAULT_KEEP,
     prefer: Path | None = None,
     action: str = "list",
     cluster: int | None = None,
     min_similarity: float = 0.0,
     exact_only: bool = False,
     under: Path | None = None,
+    to: Path | None = None,
 ) -> Plan:
+    """What a cleanup would do: for every group of duplicate files (the same groups 'report' shows for the
+    same keep rule), keep its first file and act on the others that pass the filters."""
     if action not in ACTIONS:
         raise InputError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
-    prefer = prefer.expanduser().resolve() if prefer else None
     under = under.expanduser().resolve() if under else None
-    clusters: list[Cluster] = db.clusters()
+    groups = db.clusters(keep=keep, prefer=prefer, files_only=True)
     if cluster is not None:
-        clusters = [c for c in clusters if c.id == cluster]
-        if not clusters:
+        groups = [g for g in groups if g.id == cluster]
+        if not groups:
             raise InputError(f"no duplicate cluster {cluster}; 'dedupdb report' lists them")
-    plan = Plan()
-    for c in clusters:
-        files = [m for m in c.members if m.record is None]
-        for m in c.members:
-            if m.record is not None:
-                plan.passed_over.append((m.key, "a record inside a record file (use 'export --unique')"))
-        if len(files) < 2:
+    plan = Plan(action, str(to.expanduser().resolve()) if to else None, keep, str(db.path))
+    threshold = db.settings.threshold
+    for group in groups:
+        keeper = group.representative
+        kept = _state_of(db, keeper)
+        if kept is None:
             continue
-        rows = db.store.contents({m.content_id for m in files})
-        chars = {cid: row.chars for cid, row in rows.items()}
-        keeper = min(files, key=_keep_key(keep, prefer, chars))
-        for m in sorted(files, key=lambda m: m.path):
-            if m is keeper:
+        for m in group.members[1:]:
+            state = _state_of(db, m)
+            if state is None:
                 continue
-            exact = m.content_id == keeper.content_id
-            similarity = 1.0 if exact else round(
-                sketch_jaccard(rows[keeper.content_id].sketch, rows[m.content_id].sketch, db.settings.sketch_size), 4
-            )
+            same_bytes = state.digest == kept.digest
             reason = None
-            if under is not None and not _under(m.path, under):
+            if m.linked_to is not None:
+                reason = f"already a hard link of {m.linked_to}: removing it frees no space"
+            elif under is not None and not _under(m.path, under):
                 reason = "outside --under"
-            elif exact_only and not exact:
+            elif exact_only and not m.exact:
                 reason = "not an exact copy (--exact-only)"
-            elif action == "hardlink" and not exact:
-                reason = "not an exact copy (hard links need identical text)"
-            elif similarity < min_similarity:
-                reason = f"similarity {similarity:.2f} below --min-similarity"
+            elif action == "hardlink" and not same_bytes:
+                reason = ("the same text but not the same bytes as the kept file: a hard link would replace them"
+                          if m.exact else "not an exact copy (hard links need identical bytes)")
+            elif m.similarity < min_similarity:
+                reason = f"similarity {m.similarity:.2f} below --min-similarity"
             if reason:
                 plan.passed_over.append((m.path, reason))
+                continue
+            if same_bytes:
+                why = "the same bytes as the kept file"
+            elif m.exact:
+                why = "the same text as the kept file once normalized (case, spaces, encoding)"
             else:
-                plan.steps.append(Step(c.id, keeper, m, similarity, exact))
+                why = f"{m.similarity:.2f} similar to the kept file (threshold {threshold})"
+            plan.steps.append(Step(group.id, group.group, kept, state, m.similarity, m.exact, why))
     return plan
 
 
-def _still_as_indexed(db: Database, path: str) -> str | None:
-    """Why a file may not be touched now, or None when it still holds exactly what was indexed."""
-    row = db.store.file_by_path(path)
+def _state_of(db: Database, member: Member) -> FileState | None:
+    row = db.store.file_by_path(member.path)
     if row is None or row.status != "indexed":
-        return "no longer indexed"
+        return None
+    return FileState(row.path, row.size, row.mtime_ns, row.digest)
+
+
+def _changed(state: FileState) -> str | None:
+    """Why a file may not be touched now, or None when it still holds exactly the bytes the plan saw."""
     try:
-        st = os.stat(path)
-        if st.st_size != row.size:
-            return "changed since it was indexed"
-        with open(path, "rb") as f:
-            if bytes_hash(f.read()) != row.digest:
-                return "changed since it was indexed"
+        if os.stat(state.path).st_size != state.size:
+            return "changed since it was indexed (or since the plan was made)"
+        with open(state.path, "rb") as f:
+            if bytes_hash(f.read()) != state.digest:
+                return "changed since it was indexed (or since the plan was made)"
     except OSError:
         return "missing"
     return None
 
 
-def carry_out(
-    db: Database, plan: Plan, action: str, to: Path | None = None, progress: Callable[[int, int], None] | None = None
-) -> Outcome:
-    """Do what the plan says, journaled; a changed or missing file is skipped and reported."""
+def carry_out(db: Database, plan: Plan, progress: Callable[[int, int], None] | None = None) -> Outcome:
+    """Do what the plan says, journaled; a file changed or missing since the plan was made is skipped."""
+    action = plan.action
     if action not in ("move", "trash", "hardlink"):
         raise InputError("only move, trash and hardlink change files")
+    to = Path(plan.to).expanduser().resolve() if plan.to else None
     if action == "move":
         if to is None:
             raise InputError("--action move needs --to DIR")
-        to = to.expanduser().resolve()
         if plan.steps:
             # Inside the folders being cleaned, moved copies would be indexed again by the next add and could
             # end up kept while the original is moved away.
@@ -163,11 +208,14 @@ def carry_out(
     for step in plan.steps:
         keeper = step.keep.path
         if keeper not in keepers_ok:
-            keepers_ok[keeper] = _still_as_indexed(db, keeper)
+            keepers_ok[keeper] = _changed(step.keep)
         why = (f"the copy to keep, {keeper}, is {keepers_ok[keeper]}" if keepers_ok[keeper]
-               else _still_as_indexed(db, step.remove.path))
-        if not why and action == "hardlink" and os.path.samefile(keeper, step.remove.path):
-            why = "already a hard link to the copy kept"
+               else _changed(step.remove))
+        if not why and action == "hardlink":
+            if step.remove.digest != step.keep.digest:
+                why = "not byte-identical to the kept file"
+            elif os.path.samefile(keeper, step.remove.path):
+                why = "already a hard link to the copy kept"
         if why:
             outcome.skipped.append((step.remove.path, why))
             continue
@@ -175,11 +223,10 @@ def carry_out(
         checked.append((step, destination))
     if not checked:
         return outcome
-    entries = []
-    for step, destination in checked:
-        row = db.store.file_by_path(step.remove.path)
-        entries.append((step.remove.path, str(destination) if action != "trash" else None, row.size, row.mtime_ns,
-                        row.digest))
+    entries = [
+        (s.remove.path, str(d) if action != "trash" else None, s.remove.size, s.remove.mtime_ns, s.remove.digest)
+        for s, d in checked
+    ]
     with db.store.transaction():
         outcome.batch = db.store.create_batch(action, str(to) if to else None, entries)
     journal = db.store.journal_entries(outcome.batch)
@@ -187,6 +234,7 @@ def carry_out(
         entry_id, source = entry[0], Path(entry[1])
         try:
             if action == "move":
+                discard_partial(destination)  # left by a copy that an earlier run did not finish
                 safe_move(source, destination)
             elif action == "trash":
                 from send2trash import send2trash
@@ -194,6 +242,11 @@ def carry_out(
                 send2trash(str(source))
             else:
                 replace_with_link(source, destination)
+        except NotIdentical as exc:
+            with db.store.transaction():
+                db.store.set_entry_status(entry_id, "skipped", str(exc))
+            outcome.skipped.append((str(source), str(exc)))
+            continue
         except OSError as exc:
             with db.store.transaction():
                 db.store.set_entry_status(entry_id, "failed", exc.strerror or str(exc))
@@ -201,7 +254,7 @@ def carry_out(
             continue
         with db.store.transaction():
             db.store.set_entry_status(entry_id, "done")
-            if action != "hardlink":  # a hard link keeps the same text at the same path: still indexed
+            if action != "hardlink":  # a hard link keeps the same bytes at the same path: still indexed
                 db.forget_file(str(source), status="missing")
         outcome.done.append(str(source))
         if progress:
@@ -214,10 +267,12 @@ class UndoOutcome:
     batch: int
     restored: list[str] = field(default_factory=list)
     cannot: list[tuple[str, str]] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)  # restored, but edited while away: not the bytes it had
 
 
 def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
-    """Put back what a batch did (the latest one not yet undone by default), newest action first."""
+    """Put back what a batch did (the latest one not yet undone by default), newest action first. Every file
+    comes back with the bytes it had, or is named with the reason it cannot."""
     batches = db.store.journal_batches()
     if batch_id is None:
         pending = [b for b in batches if b[4] is None]
@@ -236,17 +291,19 @@ def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
             continue
         src = Path(source)
         try:
-            message = _undo_entry(action, src, Path(destination) if destination else None, size, mtime_ns, status)
+            message = _undo_entry(action, src, Path(destination) if destination else None, mtime_ns, digest, status)
         except OSError as exc:
             message = exc.strerror or str(exc)
         with db.store.transaction():
-            if message is None:
+            if message is None or message == _CHANGED:
                 db.store.set_entry_status(entry_id, "undone")
             elif status == "planned":
                 db.store.set_entry_status(entry_id, "skipped", message)
-        if message is None:
+        if message is None or message == _CHANGED:
             outcome.restored.append(source)
-        elif not message.startswith(("never", "was never")):
+            if message == _CHANGED:
+                outcome.changed.append(source)
+        elif not message.startswith(_NEVER):
             outcome.cannot.append((source, message))
     with db.store.transaction():
         db.store.mark_batch_undone(batch_id)
@@ -256,25 +313,49 @@ def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
     return outcome
 
 
-def _undo_entry(action: str, source: Path, destination: Path | None, size: int, mtime_ns: int, status: str) -> str | None:
-    """Undo one journal entry; None when done, else why it cannot be."""
+_NEVER = "never"  # an entry that was planned but never carried out: nothing to undo, nothing to report
+_CHANGED = "restored, but edited since the cleanup"
+
+
+def _holds(path: Path, digest: str) -> bool:
+    with open(path, "rb") as f:
+        return bytes_hash(f.read()) == digest
+
+
+def _undo_entry(
+    action: str, source: Path, destination: Path | None, mtime_ns: int, digest: str, status: str
+) -> str | None:
+    """Undo one journal entry; None when done, else why it cannot be (or _CHANGED)."""
+    discard_partial(source)  # a copy back that an earlier undo did not finish
     if action == "trash":
         if status == "planned" and source.exists():
-            return "was never moved to the trash"
+            return "never moved to the trash"
         return "in the system trash: restore it from there"
     if action == "move":
         if source.exists():
-            # A planned entry whose file never left: nothing to do; else something now stands in the way.
-            return "never moved" if status == "planned" else "something else is at the original place now"
+            if destination is None or not destination.exists():
+                # Never moved at all, or put back by an undo that stopped before it could say so.
+                if status == "planned":
+                    return "never moved"
+                return None if _holds(source, digest) else "something else is at the original place now"
+            return "something else is at the original place now; the file stays at " + str(destination)
         if destination is None or not destination.exists():
             return f"not found at {destination}"
+        edited = not _holds(destination, digest)
         safe_move(destination, source)
         os.utime(source, ns=(mtime_ns, mtime_ns))
-        return None
-    # hardlink: give the path its own copy of the text back
-    if not source.exists() or destination is None or not destination.exists():
-        return "the file or the copy it was linked to is gone"
-    if status == "planned" and not os.path.samefile(source, destination):
-        return "never linked"
+        return _CHANGED if edited else None
+    # hardlink: give the path its own copy of its bytes back, which are the kept file's bytes (they were
+    # byte-identical when linked) only while the kept file still holds them.
+    if not source.exists():
+        return "the file is gone"
+    if destination is None or not destination.exists():
+        return "the kept file it was linked to is gone"
+    if not os.path.samefile(source, destination):
+        if status == "planned" or _holds(source, digest):
+            return "never linked" if status == "planned" else None
+        return "something else is at the original place now; left alone"
+    if not _holds(destination, digest):
+        return f"the kept file {destination} was edited since: the original bytes are gone; left as a link"
     replace_with_copy(source, destination, mtime_ns)
     return None

@@ -27,21 +27,10 @@ class ExportedRecord:
     source: str       # "file", or the record format: "jsonl", "csv", "lines"
 
 
-def dropped_keys(clusters, keep: str) -> set[str]:
-    """Keys of every cluster member except the one the rule keeps."""
-    if keep not in KEEP_RULES:
-        raise InputError(f"unknown keep rule {keep!r}; use one of {', '.join(KEEP_RULES)}")
-    rules = {
-        "first": lambda m: m.document_id,
-        "last": lambda m: -m.document_id,
-        "longest": lambda m: (-m.bytes, m.document_id),
-        "shortest": lambda m: (m.bytes, m.document_id),
-    }
-    drop: set[str] = set()
-    for cluster in clusters:
-        kept = min(cluster.members, key=rules[keep])
-        drop.update(m.key for m in cluster.members if m.key != kept.key)
-    return drop
+def dropped_keys(clusters) -> set[str]:
+    """Keys of every group member except the first, the one its keep rule keeps (each is an exact copy of
+    it or at least the threshold similar to it, so nothing unlike what stays is dropped)."""
+    return {m.key for cluster in clusters for m in cluster.members[1:]}
 
 
 def export_records(
@@ -50,7 +39,9 @@ def export_records(
     """Stored documents read back from their sources, in the order their files were indexed; only, if given,
     limits this to those keys."""
     warn = warn or (lambda message: None)
-    drop = dropped_keys(db.clusters(), keep) if unique else set()
+    if keep not in KEEP_RULES:
+        raise InputError(f"unknown keep rule {keep!r}; use one of {', '.join(KEEP_RULES)}")
+    drop = dropped_keys(db.clusters(keep=keep)) if unique else set()
     rows = db.store.indexed_files()
     if only is not None:
         rows = [r for r in rows if r.path in only or any(k.startswith(r.path + "#") for k in only)]

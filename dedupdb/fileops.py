@@ -34,12 +34,20 @@ def safe_move(source: Path, destination: Path) -> None:
     os.unlink(source)
 
 
+class NotIdentical(Exception):
+    """Two files that were to be linked do not hold the same bytes (any more)."""
+
+
 def replace_with_link(path: Path, original: Path) -> None:
-    """Make path a hard link to original, atomically: a link made under a temporary name replaces it."""
+    """Make path a hard link to original, atomically, and only while both hold the same bytes: a link made
+    under a temporary name is compared byte for byte with path before it replaces it, so nothing that
+    differs from the kept file is ever replaced by it."""
     temporary = path.with_name(path.name + _PARTIAL)
     temporary.unlink(missing_ok=True)
     os.link(original, temporary)
     try:
+        if not same_bytes(temporary, path):
+            raise NotIdentical(f"not byte-identical to {original} now; left alone")
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
@@ -61,3 +69,30 @@ def replace_with_copy(path: Path, original: Path, mtime_ns: int) -> None:
 def mirrored(path: Path, folder: Path) -> Path:
     """Where path goes under folder when the original layout is kept: /home/me/a.txt -> folder/home/me/a.txt."""
     return folder / path.relative_to(path.anchor)
+
+
+def file_identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of a file, the same for every hard link to it; None when it cannot be looked at."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def discard_partial(path: Path) -> None:
+    """Remove what an interrupted copy or link to path left under its temporary name (never path itself)."""
+    path.with_name(path.name + _PARTIAL).unlink(missing_ok=True)
+
+
+def same_bytes(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
+    """Whether two files hold the same bytes, read now (filecmp would trust a cache keyed on size and time)."""
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        if os.fstat(fa.fileno()).st_size != os.fstat(fb.fileno()).st_size:
+            return False
+        while True:
+            x, y = fa.read(chunk), fb.read(chunk)
+            if x != y:
+                return False
+            if not x:
+                return True

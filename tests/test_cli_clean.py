@@ -71,7 +71,7 @@ def test_move_then_undo_restores_byte_for_byte(cli, archive, tmp_path):
 
 
 def test_prefer_under_and_filters(cli, archive):
-    paths = cli("clean", "--prefer", str(archive / "backup"), "--exact-only").stdout.splitlines()
+    paths = cli("clean", "--prefer", str(archive / "backup"), "--keep", "newest", "--exact-only").stdout.splitlines()
     # the newest file under backup/ stays
     assert sorted(os.path.relpath(p, archive) for p in paths) == ["2021/report.txt", "backup/old/report (1).txt"]
     paths = cli("clean", "--under", str(archive / "zh"), "-0").stdout

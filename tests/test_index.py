@@ -26,7 +26,7 @@ def _replace(words: list[str], positions: list[int]) -> list[str]:
 
 
 def _cluster_sets(db) -> list[set[str]]:
-    return sorted(({m.key.rsplit("/", 1)[-1] for m in c.members} for c in db.clusters()), key=sorted)
+    return sorted(({m.key.rsplit("/", 1)[-1] for m in c.members} for c in db.clusters(related=True)), key=sorted)
 
 
 def test_union_find_components():
