@@ -305,11 +305,13 @@ def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
                 outcome.changed.append(source)
         elif not message.startswith(_NEVER):
             outcome.cannot.append((source, message))
+    # Index again every file of the batch that is back, also those an interrupted undo put back before: the
+    # batch is marked undone only once they are.
+    back = [e[1] for e in db.store.journal_entries(batch_id) if e[6] == "undone" and os.path.exists(e[1])]
+    if back:
+        db.add(back)
     with db.store.transaction():
         db.store.mark_batch_undone(batch_id)
-    restored = [p for p in outcome.restored if os.path.exists(p)]
-    if restored:
-        db.add(restored)  # index them again where they are back
     return outcome
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
+import signal
+import sqlite3
 import sys
 from enum import Enum
 from pathlib import Path
@@ -12,10 +15,11 @@ from typing import Optional
 import typer
 
 from . import render
-from .config import DB_ENV_VAR, Settings
+from .config import DB_ENV_VAR, MAX_FILE_BYTES, Settings
 from .database import Database
-from .errors import DedupError
-from .records import RecordOptions
+from .errors import DedupError, InputError
+from .records import MAX_RECORD_BYTES, RecordOptions
+from .sources import parse_size, size_text
 
 app = typer.Typer(
     name="dedupdb",
@@ -48,25 +52,60 @@ class PairsFormat(str, Enum):
     csv = "csv"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread where Ctrl-C raises KeyboardInterrupt, so that the same
+    clean-up runs: the transaction in progress rolls back, the work committed before it stays."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stopped(signum: int) -> None:
+    what = "Interrupted" if signum == signal.SIGINT else f"Stopped by {signal.Signals(signum).name}"
+    render.err_console.print(
+        f"{what}: work committed so far is kept; run the command again to resume.", highlight=False, soft_wrap=True
+    )
+    raise typer.Exit(128 + signum) from None
+
+
 def friendly(command):
-    """Turn library errors into a one-line message and exit status 1; Ctrl-C into exit status 130."""
+    """Turn library errors into a one-line message and exit status 1; Ctrl-C, SIGTERM and SIGHUP into one
+    line and exit status 128 + the signal's number; a reader of the output going away into a quiet exit 0."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
         except DedupError as exc:
-            render.err_console.print(f"Error: {exc}", highlight=False, markup=False)
+            if _stop_signal is not None:  # a failure the stop caused (SIGTERM to the group ends the workers too)
+                _stopped(_stop_signal)
+            # soft_wrap: one line however narrow the terminal, so that scripts can read it as one
+            render.err_console.print(f"Error: {exc}", highlight=False, markup=False, soft_wrap=True)
             raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            render.err_console.print("Interrupted: work committed so far is kept; run the command again to resume.")
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as exc:
+            _stopped(exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT))
+        except BrokenPipeError:
+            # 'dedupdb pairs | head -1': the reader has what it wanted. (Before SQLite's errors: it is an OSError.)
+            _stdout_to_devnull()
+            raise typer.Exit(0) from None
         except UnicodeEncodeError:
             # Arguments that are not valid UTF-8 (a file name in another encoding) reach Python as surrogates.
             render.err_console.print("Error: a name or argument is not valid UTF-8", highlight=False)
             raise typer.Exit(1) from None
+        except sqlite3.Error as exc:
+            # Last resort: the store turns its SQLite errors into DatabaseError; one that escapes it is still one line.
+            render.err_console.print(f"Error: database error: {exc}", highlight=False, markup=False, soft_wrap=True)
+            raise typer.Exit(1) from None
 
     return wrapper
+
+
+def _stdin():
+    """Standard input as bytes; a one-line error when the command was started with it closed ('<&-')."""
+    if sys.stdin is None:
+        raise InputError("standard input is closed")
+    return sys.stdin.buffer
 
 
 def _open(db: Optional[Path], create: bool = False, **settings) -> Database:
@@ -118,23 +157,57 @@ def add(
     id_field: Optional[str] = typer.Option(None, "--id-field", help="JSONL key or CSV column holding the record id."),
     threshold: Optional[float] = typer.Option(None, help="Jaccard threshold, for a new database."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Processes sketching texts \\[default: cores - 1]."),
+    max_file_size: Optional[str] = typer.Option(
+        None, "--max-file-size", metavar="SIZE",
+        help=f"Larger files are reported as failed, not read: bytes, or 200K, 64M, 1G \\[default: {size_text(MAX_FILE_BYTES)}].",
+        show_default=False,
+    ),
+    max_record_size: Optional[str] = typer.Option(
+        None, "--max-record-size", metavar="SIZE",
+        help=f"Longer records are reported as bad records \\[default: {size_text(MAX_RECORD_BYTES)}].",
+        show_default=False,
+    ),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Summary format."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="List skipped files with their reasons."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="List skipped files with their reasons, and files read with a warning."
+    ),
 ) -> None:
     """Index files and folders incrementally: unchanged files are skipped, changed ones re-indexed.
 
     Record files (JSONL, CSV, one text per line) hold one document per record, keyed FILE#ID or FILE#LINE."""
+    limits = {
+        "max_file_size": None if max_file_size is None else parse_size(max_file_size, "--max-file-size"),
+        "max_record_size": None if max_record_size is None else parse_size(max_record_size, "--max-record-size"),
+    }
     options = None
     if lines or records or text_field or id_field:
         chosen = "lines" if lines else (records.value if records else "auto")
         options = RecordOptions(chosen, text_field, id_field)
     with _open(db, create=True, threshold=threshold) as database:
         with render.progress_bar("Indexing") as progress:
-            summary = database.add(paths, tuple(include), tuple(exclude), progress, options, workers=workers)
+            summary = database.add(paths, tuple(include), tuple(exclude), progress, options, workers=workers, **limits)
     if fmt is ListFormat.json:
         render.write_json(render.add_summary_json(summary))
     else:
         render.add_summary(summary, verbose)
+
+
+class KeepFileRule(str, Enum):
+    oldest = "oldest"
+    newest = "newest"
+    first = "first"
+    last = "last"
+    longest = "longest"
+    shortest = "shortest"
+    largest = "largest"
+    smallest = "smallest"
+
+
+KeepOption = typer.Option(
+    KeepFileRule.oldest, "--keep",
+    help="Which document of each group to keep: by modification time, order of adding, text length or size.",
+)
+PreferOption = typer.Option(None, "--prefer", help="Keep a document under this folder where there is one.")
 
 
 @app.command()
@@ -143,16 +216,24 @@ def report(
     db: Optional[Path] = DbOption,
     fmt: ReportFormat = typer.Option(ReportFormat.table, "--format", help="Output format."),
     min_size: int = typer.Option(0, "--min-size", help="Only clusters whose documents total at least this many bytes."),
+    keep: KeepFileRule = KeepOption,
+    prefer: Optional[Path] = PreferOption,
+    related: bool = typer.Option(
+        False, "--related", help="Whole connected components, whose members may be alike only through others."
+    ),
 ) -> None:
-    """List duplicate clusters, exact and near, the most reclaimable bytes first."""
+    """List duplicate groups, exact and near, the most reclaimable bytes first.
+
+    Each group shows the document to keep (the same one 'clean' keeps with the same --keep and --prefer) and
+    the others, each an exact copy of it or at least the threshold similar to it."""
     with _open(db) as database:
-        clusters = database.clusters(min_size=min_size)
+        clusters = database.clusters(min_size=min_size, keep=keep.value, prefer=prefer, related=related)
     if fmt is ReportFormat.json:
         render.write_json([render.cluster_json(c) for c in clusters])
     elif fmt is ReportFormat.csv:
         render.report_csv(clusters)
     else:
-        render.report_table(clusters)
+        render.report_table(clusters, related)
 
 
 @app.command()
@@ -177,7 +258,7 @@ def query(
     elif text == "-":
         from .sources import decode
 
-        content, _ = decode(sys.stdin.buffer.read(), "standard input")
+        content, _ = decode(_stdin().read(), "standard input")
     elif text is not None:
         content = text
     else:
@@ -199,11 +280,14 @@ def pairs(
     fmt: PairsFormat = typer.Option(PairsFormat.jsonl, "--format", help="Output format."),
 ) -> None:
     """Every verified near-duplicate pair with its scores, for scripts and evaluation."""
-    with _open(db) as database:
+    from contextlib import closing
+
+    # The pairs stream from an open cursor: closed before the database, also when the output's reader goes away.
+    with _open(db) as database, closing(database.pairs()) as found:
         if fmt is PairsFormat.csv:
-            render.pairs_csv(database.pairs())
+            render.pairs_csv(found)
         else:
-            render.pairs_jsonl(database.pairs())
+            render.pairs_jsonl(found)
 
 
 @app.command()
@@ -219,6 +303,26 @@ def stats(
         render.write_json(numbers)
     else:
         render.stats_table(numbers)
+
+
+@app.command()
+@friendly
+def check(
+    db: Optional[Path] = DbOption,
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
+) -> None:
+    """Verify the database: SQLite's integrity check, index rows, document counts, pairs and clusters.
+
+    Exit status 0 when all hold, 1 with one line per failed check otherwise."""
+    from .check import check_path
+
+    report = check_path(db)
+    if fmt is ListFormat.json:
+        render.write_json(render.check_json(report))
+    else:
+        render.check_report(report)
+    if not report.sound:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -303,15 +407,6 @@ def diff(
         render.diff_view(label_a, text_a, label_b, text_b, jaccard, result, unified)
 
 
-class KeepFileRule(str, Enum):
-    newest = "newest"
-    oldest = "oldest"
-    longest = "longest"
-    shortest = "shortest"
-    largest = "largest"
-    smallest = "smallest"
-
-
 class CleanAction(str, Enum):
     list = "list"
     move = "move"
@@ -323,8 +418,8 @@ class CleanAction(str, Enum):
 @friendly
 def clean(
     db: Optional[Path] = DbOption,
-    keep: KeepFileRule = typer.Option(KeepFileRule.newest, "--keep", help="Which file of each cluster stays."),
-    prefer: Optional[Path] = typer.Option(None, "--prefer", help="Keep a file under this folder where there is one."),
+    keep: KeepFileRule = KeepOption,
+    prefer: Optional[Path] = PreferOption,
     action: CleanAction = typer.Option(CleanAction.list, "--action", help="What happens to the other files."),
     to: Optional[Path] = typer.Option(None, "--to", help="For --action move: the folder to move them into."),
     cluster: Optional[int] = typer.Option(None, "--cluster", help="Only this cluster (ids as in 'report')."),
@@ -333,35 +428,66 @@ def clean(
     ),
     exact_only: bool = typer.Option(False, "--exact-only", help="Only exact copies."),
     under: Optional[Path] = typer.Option(None, "--under", help="Only act on files under this folder."),
+    plan_file: Optional[Path] = typer.Option(
+        None, "--plan", help="Carry out a plan written before by 'clean --format json' (its action and files)."
+    ),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="json: the plan (and with --yes, the outcome)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Carry the plan out (without this: a dry run)."),
     null: bool = typer.Option(False, "-0", "--null", help="With --action list: separate paths with NUL."),
 ) -> None:
-    """Plan which file of each duplicate cluster to keep and what to do with the rest; a dry run unless --yes."""
-    from .cleanup import carry_out, make_plan
+    """Plan which file of each duplicate group to keep and what to do with the rest; a dry run unless --yes.
+
+    A file is acted on only for its own likeness to the kept file (an exact copy, or at least the threshold
+    similar), and only while it still holds the bytes the plan saw."""
+    from .cleanup import Plan, carry_out, make_plan
 
     with _open(db) as database:
-        # Near clusters are chains: without this, a file could be removed for a likeness to a third one only.
-        floor = database.settings.threshold if min_similarity is None else min_similarity
-        plan = make_plan(database, keep.value, prefer, action.value, cluster, floor, exact_only, under)
-        if action is CleanAction.list:
+        if plan_file is not None:
+            plan = Plan.from_json(_read_json(plan_file))
+            if plan.database and Path(plan.database) != database.path.resolve():
+                raise DedupError(f"the plan was made for {plan.database}, not {database.path}")
+        else:
+            floor = database.settings.threshold if min_similarity is None else min_similarity
+            plan = make_plan(database, keep.value, prefer, action.value, cluster, floor, exact_only, under, to)
+        acting = plan.action != CleanAction.list.value
+        if plan.action == CleanAction.move.value and plan.to is None:
+            raise DedupError("--action move needs --to DIR")
+        if fmt is ListFormat.json and not (yes and acting):
+            render.write_json(plan.to_json())
+            return
+        if not acting:
             render.plan_paths(plan, null)
             return
-        if action is CleanAction.move and to is None:
-            raise DedupError("--action move needs --to DIR")
-        render.plan_table(plan, action.value, to)
+        if fmt is ListFormat.table:
+            render.plan_table(plan)
         if not plan.steps:
             return
         if not yes:
-            if sys.stdin.isatty() and render.console.is_terminal:
-                yes = typer.confirm(f"{action.value} {len(plan.steps)} files?", default=False)
+            if sys.stdin is not None and sys.stdin.isatty() and render.console.is_terminal:
+                yes = typer.confirm(f"{plan.action} {len(plan.steps)} files?", default=False)
             if not yes:
                 render.console.print("Dry run: nothing was changed. Add --yes to carry out this plan.")
                 return
         with render.progress_bar("Cleaning") as progress:
-            outcome = carry_out(database, plan, action.value, to, progress)
-    render.clean_outcome(outcome, action.value)
+            outcome = carry_out(database, plan, progress)
+    if fmt is ListFormat.json:
+        render.write_json({"plan": plan.to_json(), "outcome": render.clean_outcome_json(outcome)})
+    else:
+        render.clean_outcome(outcome, plan.action)
     if outcome.failed:
         raise typer.Exit(1)
+
+
+def _read_json(path: Path):
+    import json
+
+    try:
+        with open(path.expanduser(), encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as exc:
+        raise DedupError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise DedupError(f"{path} is not JSON: {exc}") from None
 
 
 @app.command()
@@ -452,7 +578,7 @@ def filter_(
     except OSError as exc:
         raise DedupError(f"cannot write {dropped}: {exc.strerror or exc}") from None
     try:
-        report = run_filter(sys.stdin.buffer, sys.stdout, options, dropped_file, database, warn)
+        report = run_filter(_stdin(), sys.stdout, options, dropped_file, database, warn)
     finally:
         if dropped_file:
             dropped_file.close()
@@ -461,5 +587,73 @@ def filter_(
     render.filter_report(report)
 
 
+# --- the process: signals and a closed output ------------------------------------------------------------
+
+_STOP_SIGNALS = tuple(
+    s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
+)
+_stop_signal: int | None = None  # the first stop signal received
+
+
+def _on_stop_signal(signum: int, frame) -> None:
+    """The first SIGINT, SIGTERM or SIGHUP stops the command as Ctrl-C does (see friendly); a second one while
+    it is stopping ends the process at once, by that signal: SQLite's journal keeps the store whole anyway."""
+    global _stop_signal
+    if _stop_signal is not None:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    _stop_signal = signum
+    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+
+
+def _handle_stop_signals() -> None:
+    for signum in _STOP_SIGNALS:
+        try:
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup: a hang-up is to be ignored, and is
+                signal.signal(signum, _on_stop_signal)
+        except (ValueError, OSError):  # not the main thread, or a platform without it
+            pass
+
+
+def _stdout_to_devnull() -> None:
+    """After a broken pipe, point standard output at the null device, so that flushing what is still buffered
+    at exit neither fails nor prints 'Exception ignored' (the recipe in Python's signal module docs)."""
+    render.console.quiet = True
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
+def _raise_broken_pipe() -> None:
+    raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
+def _stderr_gone() -> None:
+    """Standard error's reader went away: go on without warnings and messages."""
+    render.err_console.quiet = True
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stderr.fileno())
+        os.close(devnull)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
 def main() -> None:
-    app()
+    _handle_stop_signals()
+    # rich ends the process with status 1 when its output's reader goes away; here that is a quiet exit 0.
+    render.console.on_broken_pipe = _raise_broken_pipe
+    render.err_console.on_broken_pipe = _stderr_gone
+    try:
+        try:
+            app()
+        finally:
+            if sys.stdout is not None:
+                sys.stdout.flush()  # here, not at exit, where a broken pipe could no longer be handled
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        sys.exit(0)

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO
 
 from .config import Settings, default_db_path
 from .errors import InputError, SettingsError
+from .fileops import file_identity
 from .fingerprint import Fingerprinter
+from .grouping import DEFAULT_KEEP, keep_order, neighbours, stars
 from .index import Indexer
 from .lsh import Banding, optimal_banding
 from .minhash import sketch_jaccard
@@ -47,18 +48,26 @@ class Member:
     record: str | None
     bytes: int
     mtime_ns: int
-    similarity: float  # Jaccard to the cluster's representative
-    exact: bool        # same normalized text as the representative
+    similarity: float  # Jaccard to the document kept (the group's first member)
+    exact: bool        # same normalized text as the document kept
     snippet: str
     document_id: int   # order of arrival: a smaller id was stored earlier
     content_id: int
+    linked_to: str | None = None  # a hard link of this earlier member's file: removing it frees no space
 
 
 @dataclass(frozen=True)
 class Cluster:
-    id: int
-    members: list[Member]  # the representative first
+    """A group of documents that are the same or nearly the same as its first member, the one to keep.
+
+    In the default view every other member is an exact copy of the first or at least `threshold` similar
+    to it (a star: see grouping.py), so it can be removed on its own merit. In the related view a group
+    is a whole connected component of verified pairs, whose members may be only indirectly alike."""
+
+    id: int                # the connected component (the smallest content id in it); stable across keep rules
+    members: list[Member]  # the document to keep first
     kind: str              # "exact" when every member holds the same text, else "near"
+    group: int = 1         # which star of its component, in keep-rule order (always 1 in the related view)
 
     @property
     def representative(self) -> Member:
@@ -70,8 +79,8 @@ class Cluster:
 
     @property
     def reclaimable_bytes(self) -> int:
-        """Bytes freed by keeping only the representative."""
-        return self.total_bytes - self.representative.bytes
+        """Bytes freed by keeping only the first member (hard links of a kept file free nothing)."""
+        return sum(m.bytes for m in self.members[1:] if m.linked_to is None)
 
 
 @dataclass(frozen=True)
@@ -99,37 +108,50 @@ class Database:
         self.indexer = Indexer(store, settings, banding, self.fingerprinter)
 
     @classmethod
-    def open(cls, path: str | Path | None = None, create: bool = True, **settings: float | int | None) -> "Database":
-        """Open (or with create, make) a database. Settings given here must match those it was created with."""
+    def open(
+        cls, path: str | Path | None = None, create: bool = True, readonly: bool = False,
+        **settings: float | int | None,
+    ) -> "Database":
+        """Open (or with create, make) a database. Settings given here must match those it was created with.
+
+        Processes may open and create one database at once: the settings are written under the write lock, by
+        the first to take it; the others find them there and take them (or, if they asked for different ones,
+        get a SettingsError). With readonly, or when this process cannot write the database (its file or
+        folder read-only), it is opened for reading: questions are answered, writes raise DatabaseError."""
         requested = {k: v for k, v in settings.items() if v is not None}
         unknown = set(requested) - {f.name for f in fields(Settings)}
         if unknown:
             raise InputError(f"unknown setting(s): {', '.join(sorted(unknown))}")
-        store = Store.open(Path(path) if path else default_db_path(), create=create)
+        store = Store.open(Path(path) if path else default_db_path(), create=create, readonly=readonly)
         try:
             meta = store.read_meta()
-            if "setting.threshold" in meta:
-                stored = Settings.from_meta(meta)
-                _check_compatible(stored, requested)
-                banding = Banding(int(meta["lsh.bands"]), int(meta["lsh.rows"]))
-                db = cls(store, stored, banding)
-                if meta.get("index.rebuild") == "1":  # a migration changed how index rows are laid out
-                    with store.transaction():
+            if "setting.threshold" not in meta:
+                fresh = Settings(**requested)
+                banding = _banding(fresh.threshold, fresh.num_perm)
+                if not create:
+                    # Another process is creating it, or its creation was cut short before the settings: nothing
+                    # is stored yet. Read it as empty, and leave the settings to whoever creates it.
+                    return cls(store, fresh, banding)
+                with store.transaction():
+                    meta = store.read_meta()  # again, under the lock: another process may have created it since
+                    if "setting.threshold" not in meta:
+                        meta = {
+                            **fresh.to_meta(),
+                            "lsh.bands": str(banding.bands),
+                            "lsh.rows": str(banding.rows),
+                            "created_at": str(time.time()),
+                        }
+                        store.write_meta(meta)
+            stored = Settings.from_meta(meta)
+            _check_compatible(stored, requested)
+            banding = Banding(int(meta["lsh.bands"]), int(meta["lsh.rows"]))
+            db = cls(store, stored, banding)
+            if meta.get("index.rebuild") == "1":  # a migration changed how index rows are laid out
+                with store.transaction():
+                    if store.read_meta().get("index.rebuild") == "1":  # not done meanwhile by another process
                         db.indexer.rebuild()
                         store.write_meta({"index.rebuild": "0"})
-                return db
-            fresh = Settings(**requested)
-            banding = _banding(fresh.threshold, fresh.num_perm)
-            with store.transaction():
-                store.write_meta(
-                    {
-                        **fresh.to_meta(),
-                        "lsh.bands": str(banding.bands),
-                        "lsh.rows": str(banding.rows),
-                        "created_at": str(time.time()),
-                    }
-                )
-            return cls(store, fresh, banding)
+            return db
         except BaseException:
             store.close()
             raise
@@ -158,15 +180,19 @@ class Database:
         records: RecordOptions | None = None,
         stdin: BinaryIO | None = None,
         workers: int | None = None,
+        max_file_size: int | str | None = None,
+        max_record_size: int | str | None = None,
     ) -> AddSummary:
         """Index files and folders incrementally; returns what was added, updated, skipped and missing.
 
         With records, files in a record format (by suffix, or all of them with an explicit format) hold one
         document per record, keyed 'path#id'; the path '-' reads records from stdin (or the given stream).
-        workers: processes that sketch texts beside this one (default: one per further core; 0: none)."""
+        workers: processes that sketch texts beside this one (default: one per further core; 0: none).
+        max_file_size: a larger file is reported as failed, not read (default 64 MiB); max_record_size: a longer
+        record is reported as a bad record (default 16 MiB). Bytes, or a size such as '200K', '64M', '1G'."""
         if not paths:
             raise InputError("nothing to add: give at least one file or folder")
-        ingest = Ingest(self.store, self.indexer, self._save_idf, workers)
+        ingest = Ingest(self.store, self.indexer, self._save_idf, workers, max_file_size, max_record_size)
         targets = [Path(p) if str(p) == "-" else Path(p).expanduser() for p in paths]
         return ingest.run(targets, tuple(include), tuple(exclude), progress, records, stdin)
 
@@ -217,34 +243,73 @@ class Database:
         hits.sort(key=lambda h: (not h.exact, -h.jaccard, h.hamming if h.hamming is not None else 65, h.key))
         return hits[:top] if top else hits
 
-    def clusters(self, min_size: int = 0) -> list[Cluster]:
-        """Every group of two or more documents holding the same or nearly the same text, most waste first."""
+    def clusters(
+        self,
+        min_size: int = 0,
+        keep: str = DEFAULT_KEEP,
+        prefer: Path | None = None,
+        related: bool = False,
+        files_only: bool = False,
+    ) -> list[Cluster]:
+        """Groups of two or more documents holding the same or nearly the same text, most waste first.
+
+        Each group's first member is the one the keep rule (see grouping.KEEP_RULES; `prefer` puts documents
+        under that folder first) keeps, and every other member is an exact copy of it or a verified pair with
+        it at or above the threshold. With related, each group is a whole connected component instead, its
+        members scored against the first (some may be below the threshold). files_only leaves out records."""
+        prefer = prefer.expanduser().resolve() if prefer else None
         listing = self.store.duplicate_clusters()
         docs = self.store.cluster_documents([c for c, _, _ in listing])
+        if files_only:
+            docs = [d for d in docs if d.record is None]
         by_cluster: dict[int, list[DocumentRow]] = {}
         for doc in docs:
             by_cluster.setdefault(doc.cluster, []).append(doc)
         content_ids = sorted({d.content_id for d in docs})
-        sketches = {cid: row.sketch for cid, row in self.store.contents(content_ids).items()}
-        out = []
-        for cluster_id, members in by_cluster.items():
-            # The representative holds the most widely copied text; among those, the oldest document.
-            copies = Counter(d.content_id for d in members)
-            rep = min(members, key=lambda d: (-copies[d.content_id], d.mtime_ns, d.key))
-            built = []
-            for d in members:
-                same = d.content_id == rep.content_id
-                similarity = 1.0 if same else round(
-                    sketch_jaccard(sketches[rep.content_id], sketches[d.content_id], self.settings.sketch_size), 4
+        order = keep_order(keep, self.store.content_chars(content_ids), prefer)
+        if related:
+            groups = self._components(by_cluster, content_ids, order)
+        else:
+            scores = self.store.pair_scores(content_ids)
+            near = neighbours(((a, b, j) for (a, b), (j, _) in scores.items()), self.settings.threshold)
+            groups = [
+                (cluster_id, number, [(star.centre, 1.0, True), *star.members])
+                for cluster_id, members in by_cluster.items()
+                for number, star in enumerate(
+                    (s for s in stars(members, near, order) if s.members), 1
                 )
-                built.append(Member(d.key, d.path, d.record, d.bytes, d.mtime_ns, similarity, same, d.snippet, d.id, d.content_id))
-            built.sort(key=lambda m: (m.key != rep.key, -m.similarity, m.key))
+            ]
+        out = []
+        for cluster_id, number, members in groups:
+            built = _with_links([
+                Member(d.key, d.path, d.record, d.bytes, d.mtime_ns, round(similarity, 4), exact, d.snippet, d.id,
+                       d.content_id)
+                for d, similarity, exact in members
+            ])
             kind = "exact" if all(m.exact for m in built) else "near"
-            cluster = Cluster(cluster_id, built, kind)
+            cluster = Cluster(cluster_id, built, kind, number)
             if cluster.total_bytes >= min_size:
                 out.append(cluster)
         out.sort(key=lambda c: (-c.reclaimable_bytes, -len(c.members), c.representative.key))
         return out
+
+    def _components(self, by_cluster: dict[int, list[DocumentRow]], content_ids: list[int], order) -> list:
+        """Whole components, each member scored by its sketch against the first (the related view)."""
+        sketches = {cid: row.sketch for cid, row in self.store.contents(content_ids).items()}
+        groups = []
+        for cluster_id, members in by_cluster.items():
+            if len(members) < 2:
+                continue
+            ranked = sorted(members, key=order)
+            first = ranked[0]
+            scored = [
+                (d, 1.0 if d.content_id == first.content_id else
+                 sketch_jaccard(sketches[first.content_id], sketches[d.content_id], self.settings.sketch_size),
+                 d.content_id == first.content_id)
+                for d in ranked
+            ]
+            groups.append((cluster_id, 1, [scored[0], *sorted(scored[1:], key=lambda s: (-s[1], s[0].key))]))
+        return groups
 
     def is_empty(self) -> bool:
         return self.store.content_count() == 0
@@ -348,6 +413,15 @@ class Database:
             "lsh": {"bands": self.banding.bands, "rows": self.banding.rows},
         }
 
+    # --- checking ----------------------------------------------------------------
+
+    def check(self) -> "CheckReport":
+        """SQLite's integrity check and the store's own invariants (index rows, document counts and links,
+        pairs, clusters), read in one snapshot; report.sound is True when all hold (see check.py)."""
+        from .check import check_database
+
+        return check_database(self)
+
 
 def _check_compatible(stored: Settings, requested: dict) -> None:
     for name, value in requested.items():
@@ -360,3 +434,17 @@ def _check_compatible(stored: Settings, requested: dict) -> None:
             )
             raise SettingsError(f"this database was created with {name}={have}, not {value}; {hint}")
 
+
+def _with_links(members: list[Member]) -> list[Member]:
+    """Mark each file that is a hard link of an earlier member's file (one inode, two names): it holds no
+    space of its own. Looked up on disk now, so links made since the add count too."""
+    seen: dict[tuple[int, int], str] = {}
+    out = []
+    for m in members:
+        identity = file_identity(m.path) if m.record is None else None
+        if identity is not None and identity in seen:
+            m = replace(m, linked_to=seen[identity])
+        elif identity is not None:
+            seen[identity] = m.path
+        out.append(m)
+    return out

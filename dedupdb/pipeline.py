@@ -17,15 +17,15 @@ from typing import BinaryIO
 
 import xxhash
 
-from .config import COMMIT_SECONDS, INGEST_BATCH, SNIPPET_CHARS, Settings
-from .errors import DedupError, InputError, ReadError
+from .config import COMMIT_SECONDS, INGEST_BATCH, MAX_FILE_BYTES, SNIPPET_CHARS, Settings
+from .errors import DatabaseError, DedupError, InputError, ReadError
 from .fingerprint import Sketch, sketch_texts
 from .hashing import bytes_hash, content_hash
 from .index import Indexer, NewDocument
 from .parallel import PendingWork, Work, WorkPool, default_workers
 from .normalize import normalize, normalize_lines
 from .records import BadRecord, EndOfRecords, RecordOptions, read_records, sniff_encoding
-from .sources import Candidate, Skipped, file_text, read_bytes, walk
+from .sources import Candidate, Skipped, file_decoded, parse_size, read_bytes, readable_name, walk
 from .store import FileRow, Store
 
 Progress = Callable[[int, int], None]  # (files done, files found)
@@ -43,6 +43,7 @@ class AddSummary:
     missing: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)   # (path, note) of files indexed with a caveat
     records: int = 0                                                  # records indexed from record files
     bad_records: list[tuple[str, str]] = field(default_factory=list)  # ("path:line", reason)
     bad_record_count: int = 0                                         # all of them; the list keeps the first
@@ -85,20 +86,25 @@ class FileRead:
     bytes_read: int = 0
     error: str | None = None         # why it could not be read
     binary: bool = False
+    warning: str | None = None       # read, but with a caveat (undecodable bytes replaced)
 
 
-def read_files(settings: Settings, jobs: list[tuple[str, str | None]]) -> list[FileRead]:
-    """Read, decode, normalize and sketch files given as (path, digest indexed before or None)."""
+def read_files(settings: Settings, jobs: list[tuple[str, str | None, int]]) -> list[FileRead]:
+    """Read, decode, normalize and sketch files given as (path, digest indexed before or None, size limit).
+
+    The size limit travels with each job: workers are forked once, so a limit set later in the parent would
+    not reach them through a module global."""
     out: list[FileRead] = []
     texts: dict[bytes, str] = {}
-    for path, known_digest in jobs:
+    for path, known_digest, max_bytes in jobs:
         try:
-            data = read_bytes(Path(path))
+            data = read_bytes(Path(path), max_bytes)
             digest = bytes_hash(data)
             if digest == known_digest:
                 out.append(FileRead(digest, unchanged=True))
                 continue
-            raw = file_text(Path(path), data)
+            decoded = file_decoded(Path(path), data)
+            raw = decoded.text
             text = normalize(raw)
         except ReadError as exc:
             out.append(FileRead(error=exc.reason, binary=exc.reason.startswith("binary")))
@@ -106,7 +112,7 @@ def read_files(settings: Settings, jobs: list[tuple[str, str | None]]) -> list[F
         text_hash = content_hash(text) if text else None
         if text_hash is not None:
             texts.setdefault(text_hash, text)
-        out.append(FileRead(digest, False, text_hash, None, snippet(raw), len(data)))
+        out.append(FileRead(digest, False, text_hash, None, snippet(raw), len(data), warning=decoded.note))
     sketches = {s.content_hash: s for s in sketch_texts(settings, list(texts.values()))}
     return [replace(r, sketch=sketches.pop(r.text_hash)) if r.text_hash in sketches else r for r in out]
 
@@ -128,8 +134,19 @@ def _sketches_of(results: list[Sketch | None]) -> dict[bytes, Sketch]:
 
 class Ingest:
     def __init__(
-        self, store: Store, indexer: Indexer, save_state: Callable[[bool], None], workers: int | None = None
+        self,
+        store: Store,
+        indexer: Indexer,
+        save_state: Callable[[bool], None],
+        workers: int | None = None,
+        max_file_bytes: int | str | None = None,
+        max_record_bytes: int | str | None = None,
     ) -> None:
+        """max_file_bytes: larger files are reported as failed (default config.MAX_FILE_BYTES, 64 MiB);
+        max_record_bytes: longer records are reported as bad (default records.MAX_RECORD_BYTES, 16 MiB). Both
+        take bytes or a size such as '200K', '64M', '1G'."""
+        self.max_file_bytes = MAX_FILE_BYTES if max_file_bytes is None else parse_size(max_file_bytes, "max_file_size")
+        self.max_record_bytes = None if max_record_bytes is None else parse_size(max_record_bytes, "max_record_size")
         self.store = store
         self.indexer = indexer
         self.save_state = save_state
@@ -184,8 +201,13 @@ class Ingest:
                     raise InputError("reading standard input needs its record format: --records jsonl|csv|lines")
                 continue
             if not path.exists():
-                raise InputError(f"no such file or folder: {path}")
-            roots.append(path.resolve())
+                raise InputError(f"no such file or folder: {readable_name(path)}")
+            resolved = path.resolve()
+            if readable_name(resolved) != str(resolved):
+                # Its bytes reach Python as surrogates, which the store cannot hold: this one fails, the rest go on.
+                self.summary.failed.append((readable_name(resolved), "name is not valid UTF-8"))
+                continue
+            roots.append(resolved)
         found: list[Candidate] = []
         seen: set[str] = set()
         for root in roots:
@@ -201,7 +223,7 @@ class Ingest:
         with self.store.grouped_commits(COMMIT_SECONDS):
             try:
                 if any(str(p) == STDIN for p in paths):
-                    self._ingest_stdin(stdin, records.resolved(records.format))
+                    self._ingest_stdin(stdin, self._with_limit(records.resolved(records.format)))
                 for done, candidate in enumerate(found, 1):
                     options = self._record_options(candidate, records)
                     if options:
@@ -232,11 +254,16 @@ class Ingest:
         plain 'add FOLDER' keeps reading a record file as records."""
         if records is not None:
             fmt = records.format_for(candidate.path)
-            return records.resolved(fmt) if fmt else None
+            return self._with_limit(records.resolved(fmt)) if fmt else None
         known = self._known.get(str(candidate.path))
         if known is not None and known.kind == "records" and known.options:
-            return RecordOptions.from_json(known.options)
+            return self._with_limit(RecordOptions.from_json(known.options))
         return None
+
+    def _with_limit(self, options: RecordOptions) -> RecordOptions:
+        """The record limit asked for in this add, if one was; it is part of how the file is read, so a file read
+        before with another limit is read again."""
+        return options if self.max_record_bytes is None else replace(options, max_record_bytes=self.max_record_bytes)
 
     # --- whole files ---------------------------------------------------------------
 
@@ -253,7 +280,7 @@ class Ingest:
         if not self._pending:
             return
         batch, self._pending = self._pending, []
-        jobs = [(str(i.candidate.path), i.known_digest) for i in batch]
+        jobs = [(str(i.candidate.path), i.known_digest, self.max_file_bytes) for i in batch]
         self._submit(read_files, jobs, lambda reads: self._apply(batch, reads))
 
     def _apply(self, batch: list[_Pending], reads: list[FileRead]) -> None:
@@ -270,6 +297,8 @@ class Ingest:
                 else:
                     read.append((item, result))
                     self.summary.bytes_read += result.bytes_read
+                    if result.warning:
+                        self.summary.warnings.append((path, result.warning))
             file_ids = self.store.save_files(
                 [
                     (str(i.candidate.path), i.candidate.size, i.candidate.mtime_ns, r.digest,
@@ -327,6 +356,8 @@ class Ingest:
         except OSError as exc:
             self.summary.failed.append((path, exc.strerror or str(exc)))
             return
+        except DatabaseError:
+            raise  # the store, not this file, failed (a full disk): the whole add stops, one line
         except DedupError as exc:
             self.summary.failed.append((path, str(exc)))
             return
@@ -336,6 +367,8 @@ class Ingest:
         """Standard input is read as the record file '<stdin>': each add replaces what it held before."""
         import sys
 
+        if stdin is None and sys.stdin is None:  # started with standard input closed ('<&-')
+            raise InputError("standard input is closed")
         source = stdin if stdin is not None else sys.stdin.buffer
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:  # record reading needs to seek
             size = 0

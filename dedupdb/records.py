@@ -16,26 +16,35 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import InputError
-from .sources import decode
+from .sources import decode, size_text
 
 FORMATS = ("jsonl", "csv", "lines")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv"}
 _SAMPLE_BYTES = 64 * 1024
-MAX_RECORD_BYTES = 16 * 1024 * 1024  # a longer line is reported as a bad record, never held in memory
-csv.field_size_limit(16 * 1024 * 1024)
+# A longer record is reported as a bad record, never held in memory ('add --max-record-size' sets another).
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+# The lines of a CSV record are bounded together as they are read (whatever limit an add sets), so the csv
+# module's own per-field limit must not cut in first.
+csv.field_size_limit(2**31 - 1)
 
 
 @dataclass(frozen=True)
 class RecordOptions:
-    """How to read record files: the format ('auto' picks by file suffix) and the fields to use."""
+    """How to read record files: the format ('auto' picks by file suffix), the fields to use, and the record
+    limit (None: MAX_RECORD_BYTES). They are stored with each record file, so a file read with another limit is
+    read again: raising the limit brings in the records it left out."""
 
     format: str = "auto"
     text_field: str | None = None
     id_field: str | None = None
+    max_record_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.format not in ("auto", *FORMATS):
             raise InputError(f"unknown record format {self.format!r}; use one of auto, {', '.join(FORMATS)}")
+        limit = self.max_record_bytes
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            raise InputError(f"the record limit must be a number of bytes of at least 1, got {limit!r}")
 
     def format_for(self, path: Path) -> str | None:
         """The format a file is read in, or None when it is an ordinary document."""
@@ -46,10 +55,13 @@ class RecordOptions:
     def resolved(self, fmt: str) -> "RecordOptions":
         """These options for one concrete format; JSONL and CSV read the field 'text' unless told otherwise."""
         text_field = self.text_field or ("text" if fmt in ("jsonl", "csv") else None)
-        return RecordOptions(fmt, text_field, self.id_field)
+        return RecordOptions(fmt, text_field, self.id_field, self.max_record_bytes)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        fields = asdict(self)
+        if fields["max_record_bytes"] is None:
+            del fields["max_record_bytes"]  # files read with the default limit keep the JSON they always had
+        return json.dumps(fields, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "RecordOptions":
@@ -82,39 +94,108 @@ class EndOfRecords:
     end_line: int
 
 
-class _Lines:
-    """Decoded lines of a binary stream, counting lines and bytes as they are consumed."""
+def _too_long(limit: int) -> str:
+    return f"longer than the record limit of {size_text(limit)} (raise it with --max-record-size)"
 
-    def __init__(self, stream: BinaryIO, encoding: str, offset: int, line: int, hasher=None) -> None:
+
+class _TooLong(Exception):
+    """A CSV record grew past the record limit while its lines were read (raised through the csv reader)."""
+
+
+class _Lines:
+    """Decoded lines of a binary stream, counting lines and bytes as they are consumed.
+
+    A line longer than max_bytes is passed over in pieces, never held whole. For CSV the lines of one record
+    are bounded together (begin_record): a record growing past max_bytes raises _TooLong. A record whose quote
+    proves unclosed is given up with rewind(), back to the end of its first line; so the bytes read past that
+    line reach the hasher only once the record is settled (end_record), and the hasher always holds each byte
+    before self.offset exactly once."""
+
+    def __init__(
+        self, stream: BinaryIO, encoding: str, offset: int, line: int, hasher=None, max_bytes: int | None = None,
+        hash_from: int | None = None,
+    ) -> None:
         self.stream = stream
         self.encoding = encoding
         self.offset = offset
         self.line = line
         self.hasher = hasher
+        self.max_bytes = MAX_RECORD_BYTES if max_bytes is None else max_bytes
+        self.hash_from = offset if hash_from is None else hash_from  # the hasher holds the bytes before this
         self.too_long: list[int] = []  # numbers of lines passed over for their length, not yet reported
+        self.exhausted = False         # the last read met the end of the stream
+        self.text = ""                 # the last line read
+        self._record_start: int | None = None
+        self._first_end: tuple[int, int] | None = None  # (offset, line) just past the record's first line
+        self._held: list[bytes] = []   # bytes of the record's further lines, for the hasher once it is settled
+        self._discard = False          # those bytes are dropped: the record will be rewound
 
-    def __iter__(self) -> Iterator[str]:
-        while True:
-            raw = self.stream.readline(MAX_RECORD_BYTES + 1)
-            if not raw:
-                return
-            self._consumed(raw)
-            if len(raw) > MAX_RECORD_BYTES and not raw.endswith(b"\n"):
-                # Read the rest of an overlong line in pieces, so one line never has to fit in memory.
-                while (rest := self.stream.readline(1 << 20)) and self._consumed(rest, count_line=False):
-                    if rest.endswith(b"\n"):
-                        break
-                self.too_long.append(self.line)
-                yield ""
-                continue
-            yield raw.decode(self.encoding, errors="replace")
+    def __iter__(self) -> "_Lines":
+        return self
 
-    def _consumed(self, raw: bytes, count_line: bool = True) -> bool:
+    def __next__(self) -> str:
+        in_record = self._record_start is not None
+        room = self.max_bytes - (self.offset - self._record_start if in_record else 0)
+        if room < 0:
+            raise _TooLong
+        raw = self.stream.readline(room + 1)
+        if not raw:
+            self.exhausted = True
+            raise StopIteration
+        self._consumed(raw)
+        if len(raw) > room and not raw.endswith(b"\n"):
+            if self._first_end is not None:
+                self._discard, self._held = True, []
+            # Read the rest of an overlong line in pieces, so one line never has to fit in memory.
+            while rest := self.stream.readline(1 << 20):
+                self._consumed(rest, count_line=False)
+                if rest.endswith(b"\n"):
+                    break
+            self._first_line_read()
+            if in_record:
+                raise _TooLong
+            self.too_long.append(self.line)
+            self.text = ""
+            return self.text
+        self._first_line_read()
+        self.text = raw.decode(self.encoding, errors="replace")
+        return self.text
+
+    def _consumed(self, raw: bytes, count_line: bool = True) -> None:
+        start = self.offset
         self.offset += len(raw)
         self.line += count_line
+        if self.hasher is None or self.offset <= self.hash_from:
+            return
+        fresh = raw[self.hash_from - start :] if start < self.hash_from else raw
+        if self._record_start is None or self._first_end is None:
+            self.hasher.update(fresh)
+        elif not self._discard:
+            self._held.append(fresh)
+
+    def _first_line_read(self) -> None:
+        if self._record_start is not None and self._first_end is None:
+            self._first_end = (self.offset, self.line)
+
+    def begin_record(self) -> None:
+        self._record_start, self._first_end, self._held, self._discard = self.offset, None, [], False
+
+    def end_record(self) -> None:
+        """The record just read stands: what it spans is consumed for good."""
         if self.hasher is not None:
-            self.hasher.update(raw)
-        return True
+            for raw in self._held:
+                self.hasher.update(raw)
+        self._record_start, self._first_end, self._held, self._discard = None, None, [], False
+
+    def rewind(self) -> None:
+        """Give up the record just read from its second line on: reading goes on from there."""
+        offset, line = self._first_end
+        self._record_start, self._first_end, self._held, self._discard = None, None, [], False
+        self.seek(offset, line)
+
+    def seek(self, offset: int, line: int) -> None:
+        self.stream.seek(offset)
+        self.offset, self.line, self.exhausted = offset, line, False
 
 
 def sniff_encoding(sample: bytes) -> str:
@@ -134,19 +215,22 @@ def read_records(
     start_line: int = 0,
     encoding: str = "utf-8",
     hasher=None,
+    max_record_bytes: int | None = None,
 ) -> Iterator[Record | BadRecord]:
     """Records of a seekable stream from start_offset on (start_line lines lie before it); hasher, if
-    given, is fed every byte read from start_offset on."""
+    given, is fed every byte read from start_offset on. A record longer than max_record_bytes (by default the
+    options' limit, else MAX_RECORD_BYTES) is a BadRecord."""
     fmt = options.format
+    limit = max_record_bytes or options.max_record_bytes or MAX_RECORD_BYTES
     if fmt == "csv":
-        yield from _csv_records(stream, options, start_offset, start_line, encoding, hasher)
+        yield from _csv_records(stream, options, start_offset, start_line, encoding, hasher, limit)
         return
     stream.seek(start_offset)
-    lines = _Lines(stream, encoding, start_offset, start_line, hasher)
+    lines = _Lines(stream, encoding, start_offset, start_line, hasher, limit)
     for text in lines:
         at = (lines.offset, lines.line)
         if lines.too_long:
-            yield BadRecord(lines.too_long.pop(), f"longer than {MAX_RECORD_BYTES // (1 << 20)} MiB", *at)
+            yield BadRecord(lines.too_long.pop(), _too_long(limit), *at)
             continue
         if lines.line == 1:
             text = text.lstrip("\ufeff")
@@ -185,7 +269,9 @@ def _pick(obj, options: RecordOptions, line: int) -> tuple[str, str] | str:
     return str(line), text
 
 
-def _csv_records(stream: BinaryIO, options: RecordOptions, start_offset: int, start_line: int, encoding: str, hasher):
+def _csv_records(
+    stream: BinaryIO, options: RecordOptions, start_offset: int, start_line: int, encoding: str, hasher, limit: int
+):
     stream.seek(0)
     sample = stream.read(_SAMPLE_BYTES).decode(encoding, errors="replace").lstrip("\ufeff")
     try:
@@ -194,13 +280,17 @@ def _csv_records(stream: BinaryIO, options: RecordOptions, start_offset: int, st
     except csv.Error:
         dialect = csv.excel
     stream.seek(0)
-    lines = _Lines(stream, encoding, 0, 0, hasher if start_offset == 0 else None)
-    header_reader = csv.reader(lines, dialect)
-    try:
-        header = [h.lstrip("\ufeff").strip() for h in next(header_reader)]
-    except StopIteration:
+    # One reader from the header on; the header is read again on a resumed read, without feeding the hasher
+    # (which holds the bytes before start_offset already).
+    lines = _Lines(stream, encoding, 0, 0, hasher, limit, hash_from=start_offset)
+    reader = csv.reader(lines, dialect, strict=True)
+    first_line, header, problem = _next_row(reader, lines, dialect, None)
+    if problem is not None:
+        raise InputError(f"cannot read the CSV header on line {first_line}: {problem}")
+    if header is None:
         yield EndOfRecords(lines.offset, lines.line)
         return
+    header = [h.lstrip("\ufeff").strip() for h in header]
     if options.text_field not in header:
         raise InputError(f"no column {options.text_field!r} in the header ({', '.join(header[:10])})")
     if options.id_field and options.id_field not in header:
@@ -208,22 +298,16 @@ def _csv_records(stream: BinaryIO, options: RecordOptions, start_offset: int, st
     text_at = header.index(options.text_field)
     id_at = header.index(options.id_field) if options.id_field else None
     if start_offset > lines.offset:
-        stream.seek(start_offset)
-        lines = _Lines(stream, encoding, start_offset, start_line, hasher)
-    reader = csv.reader(lines, dialect)
+        lines.seek(start_offset, start_line)
     while True:
-        first_line = lines.line + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            yield EndOfRecords(lines.offset, lines.line)
-            return
-        except csv.Error as exc:
-            yield BadRecord(first_line, f"invalid CSV ({exc})", lines.offset, lines.line)
-            continue
+        first_line, row, problem = _next_row(reader, lines, dialect, len(header))
         at = (lines.offset, lines.line)
-        while lines.too_long:
-            yield BadRecord(lines.too_long.pop(), f"longer than {MAX_RECORD_BYTES // (1 << 20)} MiB", *at)
+        if problem is not None:
+            yield BadRecord(first_line, problem, *at)
+            continue
+        if row is None:
+            yield EndOfRecords(*at)
+            return
         if not row or all(not cell.strip() for cell in row):
             continue
         if len(row) != len(header):
@@ -236,3 +320,63 @@ def _csv_records(stream: BinaryIO, options: RecordOptions, start_offset: int, st
         out = io.StringIO()
         csv.writer(out, dialect).writerow(row)
         yield Record(first_line, record_id, row[text_at], out.getvalue().rstrip("\r\n"), *at)
+
+
+def _next_row(reader, lines: _Lines, dialect, width: int | None) -> tuple[int, list[str] | None, str | None]:
+    """The next CSV record as (its first line, its fields, None); (first line, None, None) at the end; or (first
+    line, None, why it is bad).
+
+    The reader is strict, so a quote that is never closed shows: the record runs to the end of the file, or a
+    later quote breaks it (a quote inside a quoted field not followed by a delimiter), or it spans several lines
+    and comes out with another number of fields than the header (width). Such a record is reported on its first
+    line and reading resumes on the line after it, so the records the open quote swallowed are read after all.
+    A quoted field holding newlines, delimiters and doubled quotes is a record like any other. A stray quote
+    within one line (1,"abc"def) is read as the csv module always did, unless it leaves a quote open."""
+    lines.begin_record()
+    first = lines.line + 1
+    resumed = f"reading resumed at line {first + 1}"
+    try:
+        row = next(reader)
+    except StopIteration:
+        lines.end_record()
+        return first, None, None
+    except _TooLong:
+        if lines.line > first:
+            lines.rewind()
+            return first, None, f"unclosed quote, or a record {_too_long(lines.max_bytes)}; {resumed}"
+        lines.end_record()
+        return first, None, _too_long(lines.max_bytes)
+    except csv.Error as exc:
+        if lines.line > first:
+            last, at_end = lines.line, lines.exhausted
+            lines.rewind()
+            if at_end:
+                return first, None, f"unclosed quote: the quoted field runs on to the end of the file; {resumed}"
+            return first, None, f"unclosed quote: the quoted field runs on to line {last} and breaks there ({exc}); {resumed}"
+        lines.end_record()
+        if lines.exhausted:
+            return first, None, "unclosed quote: the quoted field runs on to the end of the file"
+        row = _lenient_row(lines.text, dialect)
+        if row is None:
+            return first, None, f"invalid CSV ({exc})"
+        if any("\n" in cell for cell in row):
+            return first, None, f"unclosed quote: a quoted field does not end on its line ({exc})"
+        return first, row, None
+    if width is not None and lines.line > first and len(row) != width:
+        last = lines.line
+        lines.rewind()
+        return first, None, (
+            f"unclosed quote: the quoted field runs on to line {last}, leaving {len(row)} fields where the header "
+            f"has {width}; {resumed}"
+        )
+    lines.end_record()
+    return first, row, None
+
+
+def _lenient_row(text: str, dialect) -> list[str] | None:
+    """One line parsed as the csv module does by default: a quote after a closing quote is kept as text. A field
+    still open at the end of the line comes out holding its newline."""
+    try:
+        return next(csv.reader([text if text.endswith("\n") else text + "\n"], dialect, strict=False), [])
+    except csv.Error:
+        return None

@@ -75,6 +75,7 @@ def add_summary_json(summary: AddSummary) -> dict:
         "missing_paths": summary.missing,
         "skipped_paths": [{"path": p, "reason": r} for p, r in summary.skipped],
         "failed_paths": [{"path": p, "reason": r} for p, r in summary.failed],
+        "warnings": [{"path": p, "message": m} for p, m in summary.warnings],
     }
 
 
@@ -88,12 +89,16 @@ def add_summary(summary: AddSummary, verbose: bool = False) -> None:
     if verbose:
         for path, reason in summary.skipped:
             console.print(f"[dim]skipped[/dim] {escape(path)}: {escape(reason)}", highlight=False)
+        for path, message in summary.warnings:
+            console.print(f"[yellow]warning[/yellow] {escape(path)}: {escape(message)}", highlight=False)
     for path in summary.missing:
         console.print(f"[yellow]missing[/yellow] {escape(path)}", highlight=False)
     counts = summary.counts()
     parts = [f"{name} {count}" for name, count in counts.items()]
     if summary.records or summary.bad_record_count:
         parts.append(f"records {summary.records}, bad records {summary.bad_record_count}")
+    if summary.warnings:
+        parts.append(f"warnings {len(summary.warnings)}" + ("" if verbose else " (-v lists them)"))
     console.print(", ".join(parts) + f" in {summary.seconds:.1f}s", highlight=False)
 
 
@@ -103,6 +108,7 @@ def add_summary(summary: AddSummary, verbose: bool = False) -> None:
 def cluster_json(cluster: Cluster) -> dict:
     return {
         "cluster": cluster.id,
+        "group": cluster.group,
         "kind": cluster.kind,
         "documents": len(cluster.members),
         "total_bytes": cluster.total_bytes,
@@ -116,40 +122,52 @@ def cluster_json(cluster: Cluster) -> dict:
                 "mtime": datetime.fromtimestamp(m.mtime_ns / 1e9).isoformat(timespec="seconds"),
                 "similarity": m.similarity,
                 "exact": m.exact,
+                "keep": i == 0,
                 "representative": i == 0,
+                "hard_link_of": m.linked_to,
             }
             for i, m in enumerate(cluster.members)
         ],
     }
 
 
-def report_table(clusters: list[Cluster]) -> None:
+def report_table(clusters: list[Cluster], related: bool = False) -> None:
     if not clusters:
         console.print("No duplicates found.")
         return
     for cluster in clusters:
         rep = cluster.representative
+        name = f"cluster {cluster.id}" if related else f"cluster {cluster.id}.{cluster.group}"
         title = (
-            f"[bold]{cluster.kind} cluster {cluster.id}[/bold] · {len(cluster.members)} documents · "
+            f"[bold]{cluster.kind} {name}[/bold] · {len(cluster.members)} documents · "
             f"{human_bytes(cluster.reclaimable_bytes)} reclaimable"
         )
         tree = Tree(title, highlight=False)
-        tree.add(f"[green]keep[/green] {escape(rep.key)}  [dim]{human_bytes(rep.bytes)} · {_when(rep.mtime_ns)}[/dim]")
+        first = "first" if related else "keep"
+        tree.add(f"[green]{first}[/green] {escape(rep.key)}  [dim]{human_bytes(rep.bytes)} · {_when(rep.mtime_ns)}[/dim]")
         for m in cluster.members[1:]:
             label = "exact" if m.exact else f"{m.similarity:.2f}"
-            tree.add(f"[cyan]{label:>5}[/cyan] {escape(m.key)}  [dim]{human_bytes(m.bytes)} · {_when(m.mtime_ns)}[/dim]")
+            link = f" · hard link of {escape(m.linked_to)}" if m.linked_to else ""
+            tree.add(
+                f"[cyan]{label:>5}[/cyan] {escape(m.key)}  [dim]{human_bytes(m.bytes)} · {_when(m.mtime_ns)}{link}[/dim]"
+            )
         console.print(tree)
     total = sum(c.reclaimable_bytes for c in clusters)
-    console.print(f"{len(clusters)} clusters, {human_bytes(total)} reclaimable", highlight=False)
+    what = "related clusters" if related else "groups"
+    console.print(f"{len(clusters)} {what}, {human_bytes(total)} reclaimable", highlight=False)
 
 
 def report_csv(clusters: list[Cluster], out: TextIO | None = None) -> None:
     writer = csv.writer(out or sys.stdout)
-    writer.writerow(["cluster", "kind", "representative", "key", "path", "bytes", "mtime", "similarity", "exact"])
+    writer.writerow(
+        ["cluster", "group", "kind", "representative", "key", "path", "bytes", "mtime", "similarity", "exact",
+         "hard_link_of"]
+    )
     for cluster in clusters:
         for i, m in enumerate(cluster.members):
             when = datetime.fromtimestamp(m.mtime_ns / 1e9).isoformat(timespec="seconds")
-            writer.writerow([cluster.id, cluster.kind, int(i == 0), m.key, m.path, m.bytes, when, m.similarity, int(m.exact)])
+            writer.writerow([cluster.id, cluster.group, cluster.kind, int(i == 0), m.key, m.path, m.bytes, when,
+                             m.similarity, int(m.exact), m.linked_to or ""])
 
 
 # --- query and pairs -----------------------------------------------------------
@@ -293,25 +311,34 @@ def plan_paths(plan, null: bool) -> None:
     sys.stdout.write("".join(step.remove.path + separator for step in plan.steps))
 
 
-def plan_table(plan, action: str, to) -> None:
+def plan_table(plan) -> None:
     if not plan.steps:
         console.print("Nothing to clean.")
         return
-    table = Table("cluster", "keep", action, "similarity", "size", highlight=False)
+    table = Table("cluster", "keep", plan.action, "similarity", "size", highlight=False)
     for column in table.columns[1:3]:
         column.overflow = "fold"  # every character of a path matters when files are about to move
     for step in plan.steps:
         table.add_row(
-            str(step.cluster), Text(step.keep.path), Text(step.remove.path),
-            "exact" if step.exact else f"{step.similarity:.2f}", human_bytes(step.remove.bytes),
+            f"{step.cluster}.{step.group}", Text(step.keep.path), Text(step.remove.path),
+            "exact" if step.exact else f"{step.similarity:.2f}", human_bytes(step.remove.size),
         )
     console.print(table)
-    where = f" into {to}" if to else ""
+    where = f" into {plan.to}" if plan.to else ""
     console.print(
-        f"{len(plan.steps)} files to {action}{where}, {human_bytes(plan.reclaimable_bytes)} reclaimed; "
+        f"{len(plan.steps)} files to {plan.action}{where}, {human_bytes(plan.reclaimable_bytes)} reclaimed; "
         f"{len(plan.passed_over)} left alone",
         highlight=False,
     )
+
+
+def clean_outcome_json(outcome) -> dict:
+    return {
+        "batch": outcome.batch,
+        "done": outcome.done,
+        "skipped": [{"path": p, "reason": r} for p, r in outcome.skipped],
+        "failed": [{"path": p, "reason": r} for p, r in outcome.failed],
+    }
 
 
 def clean_outcome(outcome, action: str) -> None:
@@ -329,6 +356,8 @@ def clean_outcome(outcome, action: str) -> None:
 def undo_outcome(outcome) -> None:
     for path, why in outcome.cannot:
         err_console.print(f"[yellow]cannot restore[/yellow] {escape(path)}: {escape(why)}", highlight=False)
+    for path in outcome.changed:
+        err_console.print(f"[yellow]restored, edited since the cleanup[/yellow] {escape(path)}", highlight=False)
     console.print(
         f"batch {outcome.batch}: {len(outcome.restored)} restored, {len(outcome.cannot)} cannot be restored",
         highlight=False,
@@ -359,3 +388,48 @@ def journal_table(batches) -> None:
         table.add_row(str(item["batch"]), item["created"], item["action"], Text(item["target"] or ""), entries,
                       item["undone"] or "")
     console.print(table)
+
+
+# --- check -------------------------------------------------------------------
+
+_CHECK_HINTS = {
+    "integrity": "the file itself is damaged: restore it from a backup, or add the files again into a new database",
+    "index_rows": "'dedupdb reindex' rebuilds index rows, pairs and clusters from the stored signatures",
+    "pairs": "'dedupdb reindex' rebuilds index rows, pairs and clusters from the stored signatures",
+    "clusters": "'dedupdb reindex' rebuilds index rows, pairs and clusters from the stored signatures",
+}
+
+
+def check_json(report) -> dict:
+    return {
+        "database": report.database,
+        "sound": report.sound,
+        "documents": report.documents,
+        "contents": report.contents,
+        "pairs": report.pairs,
+        "checks": list(report.checks),
+        "failed": report.failed(),
+        "problems": [
+            {"check": p.check, "count": p.count, "what": p.what, "examples": list(p.examples)} for p in report.problems
+        ],
+    }
+
+
+def check_report(report) -> None:
+    """One line when the store is sound; else one line per failed check, then a verdict with what to do."""
+    say = lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
+    totals = f"{report.documents} documents, {report.contents} contents, {report.pairs} pairs"
+    if report.sound:
+        say(f"sound: {totals}")
+        return
+    for p in report.problems:
+        counted = p.what if p.count is None else f"{p.count} {p.what}"
+        say(f"{p.check}: {counted}" + (f"; e.g. {'; '.join(p.examples)}" if p.examples else ""))
+    failed = report.failed()
+    # A damaged file comes first: reindexing one would only meet the damage again.
+    hints = [_CHECK_HINTS["integrity"]] if "integrity" in failed else [_CHECK_HINTS[c] for c in failed if c in _CHECK_HINTS]
+    say(
+        f"not sound: {len(failed)} of {len(report.checks)} checks failed"
+        + (f" ({totals})" if report.documents is not None else "")
+        + "".join(f"; {h}" for h in dict.fromkeys(hints))
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import fnmatch
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from pathlib import Path
 from charset_normalizer import from_bytes
 
 from .config import MAX_FILE_BYTES
-from .errors import ReadError
+from .errors import InputError, ReadError
 
 TEXT_SUFFIXES = frozenset(
     ".txt .md .markdown .rst .org .tex .html .htm .xml .json .jsonl .csv .tsv .log .eml".split()
@@ -90,10 +91,14 @@ def _valid_name(name: str) -> bool:
     return True
 
 
+def readable_name(path: str | Path) -> str:
+    """A name that may not be valid UTF-8, shown with U+FFFD where its bytes do not decode."""
+    return os.fsencode(path).decode("utf-8", "replace")
+
+
 def _consider(path: Path, include: tuple[str, ...], exclude: tuple[str, ...], explicit: bool):
     if not _valid_name(str(path)):
-        yield Skipped(Path(os.fsdecode(os.fsencode(path)).encode("utf-8", "replace").decode("utf-8")),
-                      "name is not valid UTF-8")
+        yield Skipped(Path(readable_name(path)), "name is not valid UTF-8")
         return
     if not explicit and path.name.startswith("."):
         yield Skipped(path, "hidden file")
@@ -122,12 +127,45 @@ def _consider(path: Path, include: tuple[str, ...], exclude: tuple[str, ...], ex
     yield Candidate(path, st.st_size, st.st_mtime_ns)
 
 
-def read_bytes(path: Path) -> bytes:
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(?:i?b)?\s*", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: str | int, name: str = "size") -> int:
+    """Bytes from a count ('1500') or a number with a binary suffix ('200K', '64M', '1.5G', '64MiB')."""
+    if isinstance(value, bool):
+        raise InputError(f"{name}: {value!r} is not a size")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE.fullmatch(str(value))
+        if not match:
+            raise InputError(f"{name}: {value!r} is not a size; give bytes or a number with K, M or G (200K, 64M, 1G)")
+        size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    if size < 1:
+        raise InputError(f"{name}: the size must be at least 1 byte, got {value!r}")
+    return size
+
+
+def size_text(size: int) -> str:
+    """A limit as people write it: '64 MiB', '200 KiB', '1000 bytes'."""
+    for unit, name in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit} {name}"
+    return f"{size} bytes"
+
+
+def read_bytes(path: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """A file's bytes; ReadError for one larger than max_bytes, naming the option that raises the limit."""
+    too_large = f"larger than the file limit of {size_text(max_bytes)} (raise it with --max-file-size)"
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ReadError(str(path), f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
-        return path.read_bytes()
+        with open(path, "rb") as stream:
+            if os.fstat(stream.fileno()).st_size > max_bytes:
+                raise ReadError(str(path), too_large)
+            data = stream.read()
+        if len(data) > max_bytes:  # grew while it was read
+            raise ReadError(str(path), too_large)
+        return data
     except PermissionError:
         raise ReadError(str(path), "permission denied") from None
     except FileNotFoundError:
@@ -145,9 +183,17 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
+_PAST_BOM = {  # the codec that reads what follows each BOM
+    codecs.BOM_UTF32_LE: "utf-32-le",
+    codecs.BOM_UTF32_BE: "utf-32-be",
+    codecs.BOM_UTF8: "utf-8",
+    codecs.BOM_UTF16_LE: "utf-16-le",
+    codecs.BOM_UTF16_BE: "utf-16-be",
+}
 # Detectors name legacy Chinese encodings by their subsets; GB18030 decodes them all.
 _SUPERSETS = {"gb2312": "gb18030", "gbk": "gb18030", "cp936": "gb18030", "big5": "big5hkscs", "ascii": "utf-8"}
 _COMMON_SINGLE_BYTE = ("cp1252", "latin_1", "iso8859_15")
+_DETECT_BYTES = 256 * 1024  # what the detector is shown of a text
 
 
 def _utf16_without_bom(data: bytes) -> str | None:
@@ -174,23 +220,85 @@ def looks_binary(data: bytes) -> bool:
     return controls > 0.1 * max(1, len(head))
 
 
-def decode(data: bytes, path: str = "<bytes>") -> tuple[str, str]:
-    """Text and the encoding it was read with; raises ReadError for binary data."""
-    for bom, encoding in _BOMS:
-        if data.startswith(bom):
-            return data.decode(encoding, errors="replace"), encoding
-    utf16 = _utf16_without_bom(data)
-    if utf16:
-        return data.decode(utf16, errors="replace"), utf16
-    if looks_binary(data):
-        raise ReadError(path, "binary file")
-    try:
-        return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        pass
-    matches = list(from_bytes(data[: 256 * 1024]))
+@dataclass(frozen=True)
+class Decoded:
+    text: str
+    encoding: str
+    replaced: int = 0  # bytes that did not decode, each run of them replaced by U+FFFD
+
+    @property
+    def note(self) -> str | None:
+        """What the reader should know about this decoding, if anything."""
+        if not self.replaced:
+            return None
+        noun = "byte" if self.replaced == 1 else "bytes"
+        return f"{self.replaced} undecodable {noun} replaced by U+FFFD (read as {self.encoding})"
+
+
+def few_replacements(characters: int) -> int:
+    """How many replacement characters a text may hold and still be read as text with a few bad bytes: one in
+    1,000 characters, and 8 in a shorter text (a byte dropped inside a 3-byte character can spoil 4 places)."""
+    return max(8, characters // 1000)
+
+
+def _decode_counting(
+    data: bytes, encoding: str, tolerant: bool = False, skip: int = 0, name: str | None = None
+) -> Decoded | None:
+    """data (past its first skip bytes, a BOM) decoded with every undecodable run of bytes replaced by U+FFFD,
+    counting the bytes replaced; with tolerant, None when more than a few places (few_replacements) need it.
+    The codec must not look for a BOM: decoding goes on in pieces after each bad byte."""
+    # A text has at most as many characters as bytes: stopping past that bound never refuses one that fits.
+    allowed = few_replacements(len(data)) if tolerant else None
+    view = memoryview(data)[skip:]
+    parts: list[str] = []
+    position = replaced = places = 0
+    while True:
+        try:
+            parts.append(str(view[position:], encoding))
+            break
+        except UnicodeDecodeError as exc:
+            parts.append(str(view[position : position + exc.start], encoding))
+            parts.append("\ufffd")
+            replaced += exc.end - exc.start
+            places += 1
+            position += exc.end
+            if allowed is not None and places > allowed:
+                return None
+    text = "".join(parts)
+    if tolerant and places > few_replacements(len(text)):
+        return None
+    return Decoded(text, name or encoding, replaced)
+
+
+def _non_ascii(text: str) -> int:
+    return len(text) - len(text.encode("ascii", "ignore"))
+
+
+def _mostly_utf8(data: bytes) -> Decoded | None:
+    """UTF-8 with a few stray bytes: read as UTF-8 when it holds at least as many valid multi-byte characters as
+    places replaced (text in a legacy encoding shows almost none, and goes on to the detector)."""
+    decoded = _decode_counting(data, "utf-8", tolerant=True)
+    if decoded is None:
+        return None
+    places = decoded.text.count("\ufffd")
+    return decoded if _non_ascii(decoded.text) - places >= places else None
+
+
+def _legacy_with_bad_bytes(data: bytes) -> Decoded | None:
+    """Text in a legacy encoding with a few stray bytes. GB18030 reads almost any byte pair as some character, so
+    a rough reading in it drops the bytes that no double-byte encoding can hold; the detector then names the
+    encoding of what is left (GB18030, Big5, Shift-JIS, EUC-KR...), and the text is read in that one."""
+    rough = _decode_counting(data, "gb18030", tolerant=True)
+    if rough is None:
+        return None
+    cleaned = rough.text[:_DETECT_BYTES].replace("\ufffd", "").encode("gb18030")[:_DETECT_BYTES]
+    matches = list(from_bytes(cleaned))
     if not matches:
-        raise ReadError(path, "binary file (no text encoding fits)")
+        return None
+    return _decode_counting(data, _best_encoding(matches), tolerant=True)
+
+
+def _best_encoding(matches) -> str:
     best = min(matches, key=lambda m: (m.chaos, -m.coherence))
     # Short Western text fits several single-byte code pages equally well; the
     # detector's pick among them is arbitrary, so the most widespread one wins
@@ -199,8 +307,42 @@ def decode(data: bytes, path: str = "<bytes>") -> tuple[str, str]:
         if match.encoding in _COMMON_SINGLE_BYTE and match.chaos <= best.chaos + 0.1:
             best = match
             break
-    encoding = _SUPERSETS.get(best.encoding.lower(), best.encoding)
-    return data.decode(encoding, errors="replace"), encoding
+    return _SUPERSETS.get(best.encoding.lower(), best.encoding)
+
+
+def decode(data: bytes, path: str = "<bytes>") -> tuple[str, str]:
+    """Text and the encoding it was read with; raises ReadError for binary data."""
+    decoded = decode_bytes(data, path)
+    return decoded.text, decoded.encoding
+
+
+def decode_bytes(data: bytes, path: str = "<bytes>") -> Decoded:
+    """Text, the encoding it was read with and how many undecodable bytes were replaced; ReadError for binary
+    data. Text with a few bad bytes (see few_replacements) is read with them replaced, never dropped."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return _decode_counting(data, _PAST_BOM[bom], skip=len(bom), name=encoding)
+    utf16 = _utf16_without_bom(data)
+    if utf16:
+        return _decode_counting(data, utf16)
+    if looks_binary(data):
+        raise ReadError(path, "binary file")
+    try:
+        return Decoded(data.decode("utf-8"), "utf-8")
+    except UnicodeDecodeError:
+        pass
+    mostly_utf8 = _mostly_utf8(data)
+    if mostly_utf8 is not None:
+        return mostly_utf8
+    matches = list(from_bytes(data[:_DETECT_BYTES]))
+    if not matches:
+        # The detector decodes strictly, so one stray byte rules every encoding out.
+        decoded = _decode_counting(data, "utf-8", tolerant=True) or _legacy_with_bad_bytes(data)
+        if decoded is None:
+            raise ReadError(path, "binary file (no text encoding fits)")
+        return decoded
+    # The detector saw at most the first 256 KiB: bad bytes past them are counted here.
+    return _decode_counting(data, _best_encoding(matches))
 
 
 class _VisibleText(HTMLParser):
@@ -239,10 +381,15 @@ def html_to_text(markup: str) -> str:
 
 def file_text(path: Path, data: bytes) -> str:
     """Decoded text of a file; HTML reduced to its visible text."""
-    text, _ = decode(data, str(path))
+    return file_decoded(path, data).text
+
+
+def file_decoded(path: Path, data: bytes) -> Decoded:
+    """A file decoded as file_text does it, with the encoding and the count of bytes replaced."""
+    decoded = decode_bytes(data, str(path))
     if path.suffix.lower() in HTML_SUFFIXES:
-        text = html_to_text(text)
-    return text
+        decoded = Decoded(html_to_text(decoded.text), decoded.encoding, decoded.replaced)
+    return decoded
 
 
 def decode_file(path: Path) -> str:

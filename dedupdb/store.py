@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -94,9 +95,285 @@ def _blob(values: np.ndarray) -> bytes:
     return values.astype("<u4").tobytes()
 
 
+# --- errors ------------------------------------------------------------------
+#
+# Every statement of a store goes through _GuardedConnection: an sqlite3 error raised by execute, executemany,
+# executescript or while fetching rows becomes a DatabaseError carrying _explain's one-line message. The error
+# raised is also an instance of the sqlite3 class it replaces (a sqlite3.OperationalError stays one), so the
+# rollback handlers that catch sqlite3 errors behave as before.
+
+_TRANSLATED: dict[type, type] = {}
+
+
+def _translated_class(sqlite_class: type) -> type:
+    cls = _TRANSLATED.get(sqlite_class)
+    if cls is None:
+        cls = type(f"Store{sqlite_class.__name__}", (DatabaseError, sqlite_class), {"__module__": __name__})
+        _TRANSLATED[sqlite_class] = cls
+    return cls
+
+
+def _translate(path: Path, exc: sqlite3.Error) -> DatabaseError:
+    """A DatabaseError for an sqlite3 error (itself when it already is one); sqlite_message keeps SQLite's words."""
+    if isinstance(exc, DatabaseError):
+        return exc
+    error = _translated_class(type(exc))(_explain(path, exc))
+    error.sqlite_errorcode = getattr(exc, "sqlite_errorcode", None)
+    error.sqlite_errorname = getattr(exc, "sqlite_errorname", None)
+    error.sqlite_message = str(exc)
+    return error
+
+
+class _GuardedCursor:
+    """A cursor whose fetches raise DatabaseError instead of sqlite3 errors; anything else is the cursor's."""
+
+    __slots__ = ("_cursor", "_path")
+
+    def __init__(self, cursor: sqlite3.Cursor, path: Path) -> None:
+        self._cursor = cursor
+        self._path = path
+
+    def fetchone(self):
+        try:
+            return self._cursor.fetchone()
+        except sqlite3.Error as exc:
+            raise _translate(self._path, exc) from None
+
+    def fetchmany(self, size: int | None = None) -> list:
+        try:
+            return self._cursor.fetchmany(self._cursor.arraysize if size is None else size)
+        except sqlite3.Error as exc:
+            raise _translate(self._path, exc) from None
+
+    def fetchall(self) -> list:
+        try:
+            return self._cursor.fetchall()
+        except sqlite3.Error as exc:
+            raise _translate(self._path, exc) from None
+
+    def __iter__(self) -> Iterator:
+        try:
+            yield from self._cursor
+        except sqlite3.Error as exc:
+            raise _translate(self._path, exc) from None
+
+    def __next__(self):
+        try:
+            return next(self._cursor)
+        except sqlite3.Error as exc:
+            raise _translate(self._path, exc) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._cursor, name)
+
+
+class _GuardedConnection:
+    """The store's connection: statements raise DatabaseError instead of sqlite3 errors; anything else
+    (in_transaction, close, ...) is the wrapped connection's."""
+
+    __slots__ = ("_conn", "_path")
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self._path = path
+
+    def execute(self, sql: str, params=()) -> _GuardedCursor:
+        try:
+            return _GuardedCursor(self._conn.execute(sql, params), self._path)
+        except sqlite3.Error as exc:
+            raise _translate(self._path, exc) from None
+
+    def executemany(self, sql: str, rows) -> _GuardedCursor:
+        try:
+            return _GuardedCursor(self._conn.executemany(sql, rows), self._path)
+        except sqlite3.Error as exc:
+            raise _translate(self._path, exc) from None
+
+    def executescript(self, script: str) -> _GuardedCursor:
+        try:
+            return _GuardedCursor(self._conn.executescript(script), self._path)
+        except sqlite3.Error as exc:
+            raise _translate(self._path, exc) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._conn, name)
+
+
+# --- opening: concurrent creators, read-only files -------------------------------------------------------
+
+_BUSY_SECONDS = 10.0  # how long a statement waits for another process's lock before saying it is locked
+
+
+class _CannotWrite(Exception):
+    """Opening for writing failed because the file or its folder cannot be written after all."""
+
+
+def _not_yet_message(path: Path) -> str:
+    return (
+        f"no database at {path} yet (the file is empty, being created, or not dedupdb's); "
+        "run 'dedupdb add PATH' (or 'dedupdb init') first"
+    )
+
+
+def _readonly_message(path: Path) -> str:
+    for suffix in ("-wal", "-shm"):
+        sidecar = _sidecar(path, suffix)
+        if sidecar.exists() and not os.access(sidecar, os.W_OK):
+            return (
+                f"cannot write {path}: {sidecar.name} beside it is read-only (left by a process that could only "
+                f"read it?); when no process is using the database, delete {path.name}-wal and {path.name}-shm"
+            )
+    return f"cannot write {path}: the database (or its folder) is read-only"
+
+
+def _sqlite_error_name(exc: BaseException) -> str:
+    return getattr(exc, "sqlite_errorname", None) or ""
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _cannot_write(exc: sqlite3.Error) -> bool:
+    name, message = _sqlite_error_name(exc), str(exc)
+    return (
+        name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN"))
+        or "readonly" in message
+        or "unable to open database file" in message
+    )
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write the database: its file, and its folder (where SQLite makes the -wal and
+    -shm files), or else those two files where they exist already. Run as root this is nearly always true:
+    a failed write then tells instead (see _connect_writable)."""
+    if path.exists() and not os.access(path, os.W_OK):
+        return False
+    sidecars = [_sidecar(path, s) for s in ("-wal", "-shm")]
+    if any(p.exists() and not os.access(p, os.W_OK) for p in sidecars):
+        return False
+    if os.access(path.absolute().parent, os.W_OK | os.X_OK):
+        return True
+    return path.exists() and all(os.access(p, os.W_OK) for p in sidecars)
+
+
+def _retry_busy(conn: sqlite3.Connection, sql: str) -> list:
+    """Run a statement that SQLite may refuse with SQLITE_BUSY without waiting (changing the journal mode
+    does, while another process is creating the same database): again until the busy timeout has passed."""
+    deadline = time.monotonic() + _BUSY_SECONDS
+    pause = 0.005
+    while True:
+        try:
+            return conn.execute(sql).fetchall()
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+
+
+def _connect_writable(path: Path, create: bool) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=_BUSY_SECONDS, check_same_thread=False)
+    except sqlite3.Error as exc:
+        if _cannot_write(exc):
+            raise _CannotWrite() from None
+        raise DatabaseError(f"cannot open {path}: {exc}") from None
+    try:
+        migrations = migrate.available()
+        # Read the version before anything writes: a newer database is left untouched.
+        migrate.check_not_newer(conn, migrations, str(path))
+        conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_SECONDS * 1000)}")
+        if migrate.schema_version(conn) == 0:
+            if not create:  # an empty file, or another program's database: not one to read, nor to take over
+                raise DatabaseError(_not_yet_message(path))
+            # Set before the first table exists, and fixed after: larger pages make the index B-tree a level
+            # shallower and hold a content row's signature blobs on one page.
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+        _retry_busy(conn, "PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        # Index rows land at random places in large B-trees: a bigger page cache saves most of the reads.
+        conn.execute("PRAGMA cache_size = -262144")
+        conn.execute("PRAGMA temp_store = MEMORY")
+        # An add rewrites pages all over the index B-tree, batch after batch: checkpointing every 256 MB of
+        # WAL instead of every 4 MB copies a page that changes in many batches into the file once (64 MB:
+        # 14% slower on 100,000 documents). The WAL file goes when the last connection closes.
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_BYTES // page_size}")
+        migrate.apply(conn, migrations)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        if _cannot_write(exc):
+            raise _CannotWrite() from None
+        raise DatabaseError(_explain(path, exc)) from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _reader(uri: str, options: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"{uri}?{options}", uri=True, isolation_level=None, timeout=_BUSY_SECONDS,
+                           check_same_thread=False)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # a WAL database opens its -shm here
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _connect_readonly(path: Path, create: bool, writable: bool) -> sqlite3.Connection:
+    """A connection that only reads. Reading a WAL database makes its -wal and -shm files where they are
+    missing (or fails, in a read-only folder), and such files left by a reader stop the database's owner from
+    writing it again. So a database this process cannot write, and that no process is writing (no -wal or
+    -journal file beside it), is read as immutable: without those files. Otherwise (opened read-only by
+    choice, or in use) as a reader beside its writers."""
+    in_use = any(_sidecar(path, s).exists() for s in ("-wal", "-journal"))
+    options = "mode=ro" if in_use or writable else "mode=ro&immutable=1"
+    try:
+        conn = _reader(path.absolute().as_uri(), options)
+    except sqlite3.DatabaseError as exc:
+        if _cannot_write(exc):
+            raise DatabaseError(
+                f"cannot read {path}: SQLite needs {path.name}-shm beside it to read it while it is in use "
+                f"(or after a crash), and cannot make it there ({exc})"
+            ) from None
+        raise DatabaseError(_explain(path, exc)) from None
+    try:
+        migrations = migrate.available()
+        migrate.check_not_newer(conn, migrations, str(path))
+        version, latest = migrate.schema_version(conn), len(migrations)
+        if version == 0:
+            raise DatabaseError(_readonly_message(path) if create else _not_yet_message(path))
+        if version < latest:
+            raise DatabaseError(
+                f"{_readonly_message(path)}, and this dedupdb must upgrade it (schema {version} to {latest}) to read it"
+            )
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA cache_size = -262144")
+        conn.execute("PRAGMA temp_store = MEMORY")
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise DatabaseError(_explain(path, exc)) from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        self.conn = conn
+        self.conn = _GuardedConnection(conn, path)  # sqlite3 errors of every statement become DatabaseError
         self.path = path
         self.db = sqlite_utils.Database(conn)
         self._group_seconds: float | None = None  # set inside grouped_commits()
@@ -104,50 +381,48 @@ class Store:
 
     # --- opening -------------------------------------------------------------
 
+    # True when open() found the database read-only to this process (its file or its folder), or was asked to
+    # open it so: reads work, and every write stops at _begin() with one line.
+    readonly = False
+
     @classmethod
-    def open(cls, path: Path, create: bool = True) -> "Store":
+    def open(cls, path: Path, create: bool = True, readonly: bool = False) -> "Store":
+        """Open the store at path (with create, make it). Several processes may open, create and upgrade one
+        database at once: the first-time pragmas wait for each other within the busy timeout, and migrations
+        run under the write lock (see migrate.apply). A database this process cannot write is opened
+        read-only, as is any with readonly."""
         path = Path(path).expanduser()
         if not path.exists():
             if not create:
                 raise DatabaseError(f"no database at {path}; run 'dedupdb add PATH' (or 'dedupdb init') first")
+            if readonly:
+                raise DatabaseError(f"no database at {path} (opened read-only, so none is made)")
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise DatabaseError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
         elif path.is_dir():
             raise DatabaseError(f"{path} is a directory, not a database file")
-        try:
-            conn = sqlite3.connect(path, isolation_level=None, timeout=10.0, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise DatabaseError(f"cannot open {path}: {exc}") from None
-        try:
-            migrations = migrate.available()
-            # Read the version before anything writes: a newer database is left untouched.
-            migrate.check_not_newer(conn, migrations, str(path))
-            conn.execute("PRAGMA busy_timeout = 10000")
-            if migrate.schema_version(conn) == 0:
-                # Set before the first table exists, and fixed after: larger pages make the index B-tree a level
-                # shallower and hold a content row's signature blobs on one page.
-                conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            # Index rows land at random places in large B-trees: a bigger page cache saves most of the reads.
-            conn.execute("PRAGMA cache_size = -262144")
-            conn.execute("PRAGMA temp_store = MEMORY")
-            # An add rewrites pages all over the index B-tree, batch after batch: checkpointing every 256 MB of
-            # WAL instead of every 4 MB copies a page that changes in many batches into the file once (64 MB:
-            # 14% slower on 100,000 documents). The WAL file goes when the last connection closes.
-            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-            conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_BYTES // page_size}")
-            migrate.apply(conn, migrations)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise DatabaseError(_explain(path, exc)) from None
-        except DatabaseError:
-            conn.close()
-            raise
-        return cls(conn, path)
+        writable = _writable(path)
+        if writable and not readonly:
+            existed = path.exists() and path.stat().st_size > 0
+            try:
+                conn = _connect_writable(path, create)
+            except _CannotWrite:
+                if not existed:  # nothing to read either
+                    raise DatabaseError(_readonly_message(path)) from None
+                writable = False
+            else:
+                return cls._made(conn, path, readonly=False)
+        elif not path.exists():
+            raise DatabaseError(_readonly_message(path))
+        return cls._made(_connect_readonly(path, create, writable), path, readonly=True)
+
+    @classmethod
+    def _made(cls, conn: sqlite3.Connection, path: Path, readonly: bool) -> "Store":
+        store = cls(conn, path)
+        store.readonly = readonly
+        return store
 
     def close(self) -> None:
         self.conn.close()
@@ -164,7 +439,8 @@ class Store:
         try:
             yield
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            if self.conn.in_transaction:  # SQLite rolls back by itself after some errors (a full disk, ...)
+                self.conn.execute("ROLLBACK")
             raise
         else:
             self.conn.execute("COMMIT")
@@ -204,9 +480,13 @@ class Store:
             self.conn.execute("COMMIT")
 
     def _begin(self) -> None:
+        if self.readonly:
+            raise DatabaseError(_readonly_message(self.path))
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
+            if _sqlite_error_name(exc).startswith("SQLITE_READONLY") or "readonly" in str(exc):
+                raise DatabaseError(_readonly_message(self.path)) from None
             raise DatabaseError(_explain(self.path, exc)) from None
 
     def _q(self, sql: str, params: Iterable = ()) -> sqlite3.Cursor:
@@ -394,6 +674,14 @@ class Store:
         for chunk in _chunks(ids):
             rows = self._q(f"SELECT id, sketch, simhash FROM contents WHERE id IN ({_marks(len(chunk))})", chunk)
             out.update((r[0], (_array(r[1]), r[2])) for r in rows)
+        return out
+
+    def content_chars(self, content_ids: Iterable[int]) -> dict[int, int]:
+        """Length in characters of each content's normalized text (for the longest/shortest keep rules)."""
+        ids = list(content_ids)
+        out: dict[int, int] = {}
+        for chunk in _chunks(ids):
+            out.update(self._q(f"SELECT id, chars FROM contents WHERE id IN ({_marks(len(chunk))})", chunk).fetchall())
         return out
 
     def delete_content(self, content_id: int) -> None:
@@ -609,12 +897,153 @@ class Store:
         page_size = self._q("PRAGMA page_size").fetchone()[0]
         return page_count * page_size
 
+    # --- checking ------------------------------------------------------------
+    #
+    # What 'dedupdb check' reads (check.py holds the logic). Every scan streams: contents by id range, index
+    # rows and pairs in chunks from one cursor.
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction: every statement inside sees the same committed state, whatever other
+        connections commit meanwhile."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+
+    def integrity_messages(self, limit: int) -> list[str]:
+        """SQLite's PRAGMA integrity_check: at most limit messages, none when the file is sound."""
+        return _integrity_messages(self.conn, limit)
+
+    @staticmethod
+    def integrity_at(path: Path, limit: int) -> list[str]:
+        """integrity_messages() of the file at path, opened read-only and without a store: for a database too
+        damaged to open. A file SQLite cannot read at all gives its error as the one message."""
+        try:
+            conn = sqlite3.connect(Path(path).expanduser().resolve().as_uri() + "?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            return [str(exc)]
+        try:
+            return _integrity_messages(conn, limit)
+        except sqlite3.Error as exc:
+            return [str(exc)]
+        finally:
+            conn.close()
+
+    def check_totals(self) -> tuple[int, int, int, int]:
+        """(documents, contents, pairs, largest content id or 0)."""
+        return self._q(
+            "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM contents), (SELECT count(*) FROM pairs), "
+            "(SELECT coalesce(max(id), 0) FROM contents)"
+        ).fetchone()
+
+    def content_batches(self, size: int = 2000) -> Iterator[dict[int, ContentRow]]:
+        """Every content, size of them at a time in id order (a range probe each)."""
+        last = -1
+        while True:
+            rows = self._q(
+                "SELECT id, chars, shingles, minhash, sketch, simhash, cluster, documents FROM contents "
+                "WHERE id > ? ORDER BY id LIMIT ?",
+                (last, size),
+            ).fetchall()
+            if not rows:
+                return
+            yield {r[0]: ContentRow(r[0], r[1], r[2], _array(r[3]), _array(r[4]), r[5], r[6], r[7]) for r in rows}
+            last = rows[-1][0]
+
+    def index_entry_chunks(self, size: int = 1 << 18) -> Iterator[np.ndarray]:
+        """Every stored index row ((key << 30) | content id, int64) in order, size of them at a time: one pass
+        over the table in rowid ranges, each page of rows one string of integers (half the time of a tuple
+        per row)."""
+        sql = "SELECT group_concat(entry) FROM (SELECT entry FROM index_keys WHERE entry {} ? ORDER BY entry LIMIT ?)"
+        last, above = -(1 << 63), ">="
+        while True:
+            text = self._q(sql.format(above), (last, size)).fetchone()[0]
+            if text is None:
+                return
+            chunk = np.fromstring(text, dtype=np.int64, sep=",")
+            yield chunk
+            last, above = int(chunk[-1]), ">"
+
+    def stored_entries(self, entries: np.ndarray) -> np.ndarray:
+        """Those of these index rows the table holds (a rowid lookup each)."""
+        if len(entries) == 0:
+            return np.empty(0, np.int64)
+        row = self._q(
+            "SELECT json_group_array(j.value) FROM json_each(?) j "
+            "WHERE EXISTS (SELECT 1 FROM index_keys i WHERE i.entry = j.value)",
+            (_json_ints(np.asarray(entries, np.int64)),),
+        ).fetchone()
+        return np.array(json.loads(row[0]), dtype=np.int64)
+
+    def document_count_mismatches(self) -> Iterator[tuple[int, int, int]]:
+        """(content id, its documents column, documents pointing at it) of every content where the two differ
+        or no document points at it."""
+        yield from self._q(
+            "SELECT id, documents, actual FROM (SELECT c.id, c.documents, "
+            "(SELECT count(*) FROM documents d WHERE d.content_id = c.id) AS actual FROM contents c) "
+            "WHERE documents != actual OR actual = 0"
+        )
+
+    def dangling_documents(self) -> Iterator[tuple[int, str, int, int, bool, bool]]:
+        """(id, key, content id, file id, content missing, file missing) of documents pointing at nothing."""
+        yield from self._q(
+            "SELECT d.id, d.key, d.content_id, d.file_id, c.id IS NULL, f.id IS NULL FROM documents d "
+            "LEFT JOIN contents c ON c.id = d.content_id LEFT JOIN files f ON f.id = d.file_id "
+            "WHERE c.id IS NULL OR f.id IS NULL"
+        )
+
+    def bad_pairs(self) -> Iterator[tuple[int, int, object, bool, bool]]:
+        """(a, b, jaccard, a exists, b exists) of pairs out of order, with a missing side, or a Jaccard
+        outside [0, 1]."""
+        yield from self._q(
+            "SELECT p.a, p.b, p.jaccard, ca.id IS NOT NULL, cb.id IS NOT NULL FROM pairs p "
+            "LEFT JOIN contents ca ON ca.id = p.a LEFT JOIN contents cb ON cb.id = p.b "
+            "WHERE NOT (p.a < p.b) OR p.jaccard IS NULL OR typeof(p.jaccard) NOT IN ('real', 'integer') "
+            "OR NOT (p.jaccard BETWEEN 0 AND 1) OR ca.id IS NULL OR cb.id IS NULL"
+        )
+
+    def pair_chunks(self, size: int = 1 << 18) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(a, b) arrays of every stored pair, size of them at a time: one scan."""
+        cursor = self._q("SELECT a, b FROM pairs")
+        while rows := cursor.fetchmany(size):
+            pairs = np.array(rows, dtype=np.int64).reshape(-1, 2)
+            yield pairs[:, 0], pairs[:, 1]
+
+    def cluster_label_chunks(self, size: int = 1 << 18) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(content id, cluster) arrays of every content, size of them at a time (the cluster index covers
+        both columns, so the wide content rows are not read)."""
+        cursor = self._q("SELECT id, cluster FROM contents")
+        while rows := cursor.fetchmany(size):
+            labels = np.array(rows, dtype=np.int64).reshape(-1, 2)
+            yield labels[:, 0], labels[:, 1]
+
+
+def _integrity_messages(conn, limit: int) -> list[str]:
+    rows = conn.execute(f"PRAGMA integrity_check({int(limit)})").fetchall()
+    lines = [line for (text,) in rows for line in str(text).splitlines() if line and not line.startswith("*** in database")]
+    return [] if lines == ["ok"] else lines
+
 
 def _explain(path: Path, exc: sqlite3.Error) -> str:
+    if isinstance(exc, DatabaseError):  # translated already (see _GuardedConnection)
+        return str(exc)
     message = str(exc)
     if "locked" in message or "busy" in message:
         return f"{path} is locked by another process; try again when it is done"
-    if "not a database" in message or "malformed" in message or "corrupt" in message:
+    if "malformed" in message or "corrupt" in message:
+        return f"{path} is damaged ({message}); run 'dedupdb check' for details"
+    if "database or disk is full" in message:
+        return (
+            f"{path}: the disk is full ({message}); nothing stored before this command was lost: "
+            "free some space and run it again"
+        )
+    if "not a database" in message:
         return f"{path} is not a dedupdb database or is corrupt ({message})"
     if "readonly" in message or "unable to open" in message:
         return f"cannot write {path} ({message})"

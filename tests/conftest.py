@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import codecs
+import os
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,13 @@ def isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.delenv("DEDUPDB_DB", raising=False)
+    # send2trash reads XDG_DATA_HOME once, when first imported: point it at this test's home too.
+    import send2trash.plat_other as trash
+
+    data = os.fsencode(home / "data")
+    monkeypatch.setattr(trash, "XDG_DATA_HOME", data)
+    monkeypatch.setattr(trash, "HOMETRASH_B", os.path.join(data, b"Trash"))
+    monkeypatch.setattr(trash, "HOMETRASH", str(home / "data" / "Trash"))
     yield home
 
 

@@ -115,10 +115,10 @@ def test_one_bad_file_does_not_stop_the_ingest(cli, tmp_path, monkeypatch):
     write(folder / "bad.txt", CHINESE_OTHER)
     real = pipeline.read_bytes
 
-    def flaky(path):
+    def flaky(path, *limit):
         if path.name == "bad.txt":
             raise ReadError(str(path), "permission denied")
-        return real(path)
+        return real(path, *limit)
 
     monkeypatch.setattr(pipeline, "read_bytes", flaky)
     result = cli("add", str(folder))

@@ -1,0 +1,316 @@
+"""dedupdb check: SQLite's integrity check, then the store's own invariants, all read in one snapshot.
+
+The invariants, each a named check:
+
+- integrity: PRAGMA integrity_check finds nothing wrong with the file's pages, B-trees and indexes.
+- index_rows: every content has exactly the index rows its stored signatures give (one per LSH band for a text
+  with shingles, one per SimHash block pair for a text with a SimHash, as Indexer._index_rows computes them),
+  and no row belongs to a content that does not exist.
+- document_counts: each content's documents column equals the number of documents pointing at it.
+- orphan_contents: no content is held by no document.
+- document_links: every document points at an existing content and an existing file.
+- pairs: every pair (a, b) has a < b, both contents exist, and its Jaccard is in [0, 1].
+- clusters: each content's cluster is the smallest content id of its connected component over the pairs.
+
+Memory stays bounded by a few arrays indexed by content id (tens of MB for a million contents) and the pairs'
+two id columns: the index table is scanned once in chunks, the contents once in id ranges, and rows are compared
+by a per-content count and an order-free 64-bit digest; only contents that differ are looked at row by row.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .config import default_db_path
+from .errors import DatabaseError
+from .hashing import distinct, distinct_counts, fmix64
+from .index import _fingerprints
+from .store import CONTENT_ID_BITS, Store
+
+if TYPE_CHECKING:
+    from .database import Database
+
+CHECKS = ("integrity", "index_rows", "document_counts", "orphan_contents", "document_links", "pairs", "clusters")
+EXAMPLES = 5          # examples shown per failed check
+INTEGRITY_LIMIT = 100  # messages asked of PRAGMA integrity_check
+
+_MASK = (1 << CONTENT_ID_BITS) - 1
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One failed check: how many things are wrong, what they are, and a few of them."""
+
+    check: str                    # one of CHECKS
+    count: int | None             # None: the check could not finish (a damaged page in its way)
+    what: str                     # what is counted, e.g. "contents with a wrong documents count"
+    examples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    database: str
+    documents: int | None  # None when the store could not be read that far
+    contents: int | None
+    pairs: int | None
+    problems: tuple[Problem, ...] = ()
+    checks: tuple[str, ...] = field(default=CHECKS)
+
+    @property
+    def sound(self) -> bool:
+        return not self.problems
+
+    def failed(self) -> list[str]:
+        """Names of the checks that failed, in the order of CHECKS."""
+        return [p.check for p in self.problems]
+
+    def problem(self, check: str) -> Problem | None:
+        return next((p for p in self.problems if p.check == check), None)
+
+
+def check_path(path: str | Path | None) -> CheckReport:
+    """check_database() of the database at path; one too damaged to open gets a report of what SQLite finds
+    wrong with it (an error that is not damage, such as a missing file or a lock, is raised as it is)."""
+    from .database import Database
+
+    try:
+        database = Database.open(path, create=False)
+    except DatabaseError:
+        target = Path(path).expanduser() if path else default_db_path()
+        if not target.is_file():
+            raise
+        messages = Store.integrity_at(target, INTEGRITY_LIMIT)
+        if not messages:
+            raise
+        return CheckReport(str(target), None, None, None, (_integrity_problem(messages),))
+    with database:
+        return check_database(database)
+
+
+def check_database(database: Database) -> CheckReport:
+    store = database.store
+    problems: list[Problem] = []
+    totals: tuple[int, int, int, int] | None = None
+
+    def run(name: str, check: Callable[[], list[Problem]]) -> None:
+        try:
+            problems.extend(check())
+        except DatabaseError as exc:  # a damaged page met while reading: the check could not finish
+            problems.append(Problem(name, None, f"could not be checked: {_reason(exc)}"))
+
+    with store.snapshot():
+        run("integrity", lambda: _check_integrity(store))
+        try:
+            totals = store.check_totals()
+            max_id = totals[3]
+        except DatabaseError as exc:
+            failure = _reason(exc)
+            problems += [Problem(name, None, f"could not be checked: {failure}") for name in ("index_rows", "clusters")]
+        else:
+            run("index_rows", lambda: _check_index_rows(database, max_id))
+            run("clusters", lambda: _check_clusters(store, max_id))
+        run("document_counts", lambda: _check_document_counts(store))
+        run("document_links", lambda: _check_document_links(store))
+        run("pairs", lambda: _check_pairs(store))
+    order = {name: i for i, name in enumerate(CHECKS)}
+    problems.sort(key=lambda p: order[p.check])
+    documents, contents, pairs = totals[:3] if totals is not None else (None, None, None)
+    return CheckReport(str(store.path), documents, contents, pairs, tuple(problems))
+
+
+# --- the checks ----------------------------------------------------------------
+
+
+def _reason(exc: DatabaseError) -> str:
+    """SQLite's own words for an error met while checking (the store's message would send the user here)."""
+    return getattr(exc, "sqlite_message", None) or str(exc)
+
+
+def _integrity_problem(messages: list[str]) -> Problem:
+    what = "problems found by SQLite's integrity check"
+    if len(messages) >= INTEGRITY_LIMIT:
+        what += f" (it stops at {INTEGRITY_LIMIT})"
+    return Problem("integrity", len(messages), what, tuple(messages[:EXAMPLES]))
+
+
+def _check_integrity(store: Store) -> list[Problem]:
+    try:
+        messages = store.integrity_messages(INTEGRITY_LIMIT)
+    except DatabaseError as exc:  # damage it cannot even walk past
+        return [Problem("integrity", None, f"SQLite's integrity check stopped: {_reason(exc)}")]
+    return [_integrity_problem(messages)] if messages else []
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _digest(entries: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each index row; their sum (mod 2**64) over a content's rows does not depend on order."""
+    return fmix64(entries.astype(np.uint64))
+
+
+def _check_index_rows(database: Database, max_id: int) -> list[Problem]:
+    store, indexer = database.store, database.indexer
+    size = max_id + 1
+    # One scan of the index: per content id, how many rows and the sum of their digests.
+    stored_count = np.zeros(size, np.int64)
+    stored_digest = np.zeros(size, np.uint64)
+    beyond: Counter[int] = Counter()  # rows of content ids above every stored content
+    for entries in store.index_entry_chunks():
+        owners = entries & _MASK
+        inside = owners <= max_id
+        np.add.at(stored_count, owners[inside], 1)
+        np.add.at(stored_digest, owners[inside], _digest(entries[inside]))
+        if not inside.all():
+            ids, counts = distinct_counts(owners[~inside])
+            beyond.update(dict(zip(ids.tolist(), counts.tolist())))
+
+    # One pass over the contents: the rows their signatures give, compared by count and digest.
+    exists = np.zeros(size, bool)
+    missing_total = extra_total = wrong_contents = 0
+    examples: list[str] = []
+    for rows in store.content_batches():
+        ids = np.fromiter(rows, dtype=np.int64, count=len(rows))  # ascending: the batch is in id order
+        exists[ids] = True
+        row_ids, keys = indexer._index_rows(_fingerprints(rows))
+        expected = distinct((keys.astype(np.int64) << CONTENT_ID_BITS) | row_ids)
+        position = np.searchsorted(ids, expected & _MASK)
+        want_count = np.bincount(position, minlength=len(ids))
+        want_digest = np.zeros(len(ids), np.uint64)
+        np.add.at(want_digest, position, _digest(expected))
+        wrong = (want_count != stored_count[ids]) | (want_digest != stored_digest[ids])
+        if not wrong.any():
+            continue
+        # Row by row for the contents that differ: which expected rows are absent; the rest of what the
+        # index holds for them is extra.
+        looked_at = expected[wrong[position]]
+        absent = np.setdiff1d(looked_at, store.stored_entries(looked_at), assume_unique=True)
+        missing = np.bincount(np.searchsorted(ids, absent & _MASK), minlength=len(ids))
+        for i in np.flatnonzero(wrong).tolist():
+            content_id = int(ids[i])
+            extra = int(stored_count[content_id] - (want_count[i] - missing[i]))
+            missing_total += int(missing[i])
+            extra_total += extra
+            wrong_contents += 1
+            if len(examples) < EXAMPLES:
+                parts = [f"{int(missing[i])} of {int(want_count[i])} missing"] if missing[i] else []
+                parts += [f"{extra} extra"] if extra else []
+                examples.append(f"content {content_id}: " + ", ".join(parts or ["rows differ"]))
+
+    strays = {int(i): int(stored_count[i]) for i in np.flatnonzero(~exists & (stored_count > 0)).tolist()}
+    strays.update(beyond)
+    stray_total = sum(strays.values())
+    for content_id, count in sorted(strays.items())[: max(0, EXAMPLES - len(examples))]:
+        examples.append(f"content {content_id} (no such content): {_plural(count, 'row')}")
+    total = missing_total + extra_total + stray_total
+    if not total and not wrong_contents:
+        return []
+    parts = []
+    if wrong_contents:
+        parts.append(f"{missing_total} missing and {extra_total} extra, in {_plural(wrong_contents, 'content')}")
+    if stray_total:
+        parts.append(f"{stray_total} of contents that do not exist")
+    what = f"wrong index rows ({'; '.join(parts)})"
+    return [Problem("index_rows", max(total, 1), what, tuple(examples))]
+
+
+def _check_document_counts(store: Store) -> list[Problem]:
+    counts, orphans = [], []
+    wrong_counts = orphan_total = 0
+    for content_id, column, actual in store.document_count_mismatches():
+        if column != actual:
+            wrong_counts += 1
+            if len(counts) < EXAMPLES:
+                counts.append(f"content {content_id}: documents = {column}, {actual} point at it")
+        if actual == 0:
+            orphan_total += 1
+            if len(orphans) < EXAMPLES:
+                orphans.append(f"content {content_id}")
+    problems = []
+    if wrong_counts:
+        problems.append(Problem("document_counts", wrong_counts, "contents with a wrong documents count", tuple(counts)))
+    if orphan_total:
+        problems.append(Problem("orphan_contents", orphan_total, "contents that no document holds", tuple(orphans)))
+    return problems
+
+
+def _check_document_links(store: Store) -> list[Problem]:
+    examples, total = [], 0
+    for doc_id, key, content_id, file_id, no_content, no_file in store.dangling_documents():
+        total += 1
+        if len(examples) < EXAMPLES:
+            lacks = [f"content {content_id}"] if no_content else []
+            lacks += [f"file {file_id}"] if no_file else []
+            examples.append(f"document {doc_id} ({key}): no {' and no '.join(lacks)}")
+    if not total:
+        return []
+    return [Problem("document_links", total, "documents pointing at a missing content or file", tuple(examples))]
+
+
+def _check_pairs(store: Store) -> list[Problem]:
+    examples, total = [], 0
+    for a, b, jaccard, a_exists, b_exists in store.bad_pairs():
+        total += 1
+        if len(examples) < EXAMPLES:
+            why = []
+            if not (isinstance(a, int) and isinstance(b, int) and a < b):
+                why.append("not a < b")
+            why += [f"no content {a}"] if not a_exists else []
+            why += [f"no content {b}"] if not b_exists and b != a else []
+            if not isinstance(jaccard, (int, float)) or not 0.0 <= jaccard <= 1.0:
+                why.append(f"jaccard {jaccard!r} outside [0, 1]")
+            examples.append(f"pair ({a}, {b}): {', '.join(why)}")
+    if not total:
+        return []
+    return [Problem("pairs", total, "invalid pairs", tuple(examples))]
+
+
+def _check_clusters(store: Store, max_id: int) -> list[Problem]:
+    size = max_id + 1
+    exists = np.zeros(size, bool)
+    stored = np.zeros(size, np.int64)
+    for ids, clusters in store.cluster_label_chunks():
+        exists[ids] = True
+        stored[ids] = clusters
+    # Edges between existing contents only: a pair with a missing side is the pairs check's to report.
+    sides_a, sides_b = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+    for a, b in store.pair_chunks():
+        keep = (a >= 0) & (b >= 0) & (a <= max_id) & (b <= max_id)
+        a, b = a[keep], b[keep]
+        keep = exists[a] & exists[b]
+        sides_a.append(a[keep])
+        sides_b.append(b[keep])
+    expected = components(size, np.concatenate(sides_a), np.concatenate(sides_b))
+    wrong = np.flatnonzero(exists & (stored != expected))
+    if len(wrong) == 0:
+        return []
+    examples = tuple(
+        f"content {int(c)}: cluster {int(stored[c])}, should be {int(expected[c])}" for c in wrong[:EXAMPLES]
+    )
+    return [Problem("clusters", len(wrong), "contents with a wrong cluster label", examples)]
+
+
+def components(size: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For nodes 0..size-1 and edges (a[i], b[i]): each node's smallest connected node (vectorized hooking and
+    pointer jumping). Every label is a node of the same component and never above the node itself, so when
+    every edge joins equal labels, a component's label is its smallest node."""
+    label = np.arange(size, dtype=np.int64)
+    while True:
+        while True:  # pointer jumping: every label a root
+            jumped = label[label]
+            if np.array_equal(jumped, label):
+                break
+            label = jumped
+        la, lb = label[a], label[b]
+        if np.array_equal(la, lb):
+            return label
+        low = np.minimum(la, lb)
+        np.minimum.at(label, la, low)  # hook each root to the smaller root it is joined to
+        np.minimum.at(label, lb, low)

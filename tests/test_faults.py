@@ -1,0 +1,126 @@
+"""Fault injection: `add`, `clean --yes` and `undo` killed (SIGKILL) at random points. After a rerun the
+store passes `dedupdb check`, holds what an uninterrupted run stores, and every file holds its bytes.
+
+The kill points are drawn from a seed printed with any failure (set DEDUPDB_FAULT_SEED to replay one)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROUNDS = 3
+SEED = int(os.environ.get("DEDUPDB_FAULT_SEED", time.time_ns() % 100_000))
+
+
+def _corpus(root: Path, bases: int = 400) -> None:
+    """Each base text three times: itself, an exact copy elsewhere, and an edited copy."""
+    rng = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(3000)]
+    for i in range(bases):
+        words = rng.choices(vocabulary, k=60)
+        text = " ".join(words)
+        edited = list(words)
+        edited[rng.randrange(60)] = "edited"
+        for j, (folder, content) in enumerate((("a", text), ("b", text), ("c", " ".join(edited)))):
+            path = root / folder / f"{i % 20}" / f"doc{i}.txt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+            os.utime(path, ns=(10**18 + j * 10**9,) * 2)
+
+
+def _hashes(*roots: Path) -> dict[str, str]:
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+        for root in roots if root.exists() for p in root.rglob("*") if p.is_file()
+    }
+
+
+def _run(*args: str, db: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dedupdb", *args, "--db", str(db)], capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def _killed(*args: str, db: Path, after: float) -> None:
+    """Start a command and SIGKILL it `after` seconds later (if it is still running)."""
+    process = subprocess.Popen([sys.executable, "-m", "dedupdb", *args, "--db", str(db)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        process.wait(timeout=after)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+
+def _timed(*args: str, db: Path) -> float:
+    started = time.perf_counter()
+    result = _run(*args, db=db)
+    assert result.returncode == 0, result.stderr
+    return time.perf_counter() - started
+
+
+def _sound(db: Path, note: str) -> None:
+    result = _run("check", db=db)
+    assert result.returncode == 0, f"{note} (seed {SEED}): {result.stdout}{result.stderr}"
+
+
+def _numbers(db: Path) -> tuple:
+    stats = json.loads(_run("stats", "--format", "json", db=db).stdout)
+    pairs = sorted(json.loads(line)["key_a"] + " " + json.loads(line)["key_b"] for line in _run("pairs", db=db).stdout.splitlines())
+    return stats["documents"], stats["contents"], stats["pairs"], pairs
+
+
+def test_killed_add_clean_and_undo_lose_nothing(tmp_path):
+    rng = random.Random(SEED)
+    root = tmp_path / "corpus"
+    _corpus(root)
+    original = _hashes(root)
+
+    # add: an uninterrupted run is the reference.
+    reference = tmp_path / "reference.db"
+    full = _timed("add", str(root), db=reference)
+    expected = _numbers(reference)
+    assert expected[0] == len(original) and expected[2] > 0
+    for round_ in range(ROUNDS):
+        db = tmp_path / f"add{round_}.db"
+        after = rng.uniform(0.1, 0.95) * full
+        _killed("add", str(root), db=db, after=after)
+        if db.exists():
+            _sound(db, f"after add killed at {after:.2f}s")
+        assert _run("add", str(root), db=db).returncode == 0
+        _sound(db, f"after the rerun of an add killed at {after:.2f}s")
+        assert _numbers(db) == expected, f"add killed at {after:.2f}s (seed {SEED})"
+
+    # clean --yes and undo, on the reference store: each round starts from every file in place.
+    out = tmp_path / "out"
+    clean = ("clean", "--action", "move", "--to", str(out), "--yes")
+    clean_time = _timed(*clean, db=reference)
+    assert not set(original) <= set(_hashes(root))  # files did move
+    undo_time = _timed("undo", db=reference)
+    assert _hashes(root) == original and not _hashes(out)
+    for round_ in range(ROUNDS):
+        after = rng.uniform(0.1, 0.95) * clean_time
+        _killed(*clean, db=reference, after=after)
+        _sound(reference, f"after clean killed at {after:.2f}s")
+        assert sorted(_hashes(root, out).values()) == sorted(original.values()), f"clean killed at {after:.2f}s"
+        result = _run("undo", db=reference)  # 'nothing to undo' when the kill came before the journal
+        assert result.returncode == 0 or "nothing to undo" in result.stderr, result.stderr
+        assert _hashes(root) == original, f"undo after clean killed at {after:.2f}s (seed {SEED})"
+        _sound(reference, "after undo")
+
+        assert _run(*clean, db=reference).returncode == 0
+        after = rng.uniform(0.1, 0.95) * undo_time
+        _killed("undo", db=reference, after=after)
+        _sound(reference, f"after undo killed at {after:.2f}s")
+        assert sorted(_hashes(root, out).values()) == sorted(original.values()), f"undo killed at {after:.2f}s"
+        result = _run("undo", db=reference)
+        assert result.returncode == 0 or "nothing to undo" in result.stderr, result.stderr
+        assert _hashes(root) == original, f"undo killed at {after:.2f}s, then rerun (seed {SEED})"
+        _sound(reference, "after the rerun of undo")
+    assert _numbers(reference) == expected  # everything is indexed again where it was
