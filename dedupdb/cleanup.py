@@ -308,7 +308,7 @@ def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
     # Index again every file of the batch that is back, also those an interrupted undo put back before: the
     # batch is marked undone only once they are.
     back = [e[1] for e in db.store.journal_entries(batch_id) if e[6] == "undone" and os.path.exists(e[1])]
-    if back:
+    if back and not db.outdated:  # an outdated store takes them in with 'reindex --from-sources'
         db.add(back)
     with db.store.transaction():
         db.store.mark_batch_undone(batch_id)

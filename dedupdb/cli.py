@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 
 from . import render
-from .config import DB_ENV_VAR, MAX_FILE_BYTES, Settings
+from .config import DB_ENV_VAR, MAX_FILE_BYTES, PRESET_BANDING, PRESET_SUPER_SHINGLES, Settings
 from .database import Database
 from .errors import DedupError, InputError
 from .records import MAX_RECORD_BYTES, RecordOptions
@@ -108,6 +108,11 @@ def _stdin():
     return sys.stdin.buffer
 
 
+class Preset(str, Enum):
+    banding = PRESET_BANDING
+    super_shingles = PRESET_SUPER_SHINGLES
+
+
 def _open(db: Optional[Path], create: bool = False, **settings) -> Database:
     return Database.open(db, create=create, **settings)
 
@@ -121,8 +126,14 @@ def init(
     word_ngram: Optional[int] = typer.Option(None, help=f"Shingle size in words, for space-separated text \\[default: {_DEFAULTS.word_ngram}]."),
     cjk_ngram: Optional[int] = typer.Option(None, help=f"Shingle size in characters, for CJK text \\[default: {_DEFAULTS.cjk_ngram}]."),
     simhash_distance: Optional[int] = typer.Option(None, help=f"SimHash Hamming distance \\[default: {_DEFAULTS.simhash_distance}]."),
+    preset: Optional[Preset] = typer.Option(
+        None, help="How candidate pairs are found: LSH bands chosen for the threshold, or Broder's super-shingles "
+        "(6 groups of 14 MinHash values, candidates on 2 equal groups; for near-identical texts only) "
+        f"\\[default: {_DEFAULTS.preset}].",
+    ),
 ) -> None:
-    """Create a database with chosen settings (the first 'add' does this with the defaults)."""
+    """Create a database with chosen settings (the first 'add' does this with the defaults), and show the chance
+    that a pair of each similarity becomes a candidate under its preset and the other one."""
     with _open(
         db,
         create=True,
@@ -131,8 +142,10 @@ def init(
         word_ngram=word_ngram,
         cjk_ngram=cjk_ngram,
         simhash_distance=simhash_distance,
+        preset=preset.value if preset else None,
     ) as database:
         render.console.print(f"Database ready at {database.path}", highlight=False)
+        render.candidate_curves(database.candidate_curves(), database.settings.threshold)
 
 
 class RecordFormat(str, Enum):
@@ -330,13 +343,28 @@ def check(
 def reindex(
     db: Optional[Path] = DbOption,
     threshold: Optional[float] = typer.Option(None, help="A new Jaccard threshold to rebuild the index for."),
+    from_sources: bool = typer.Option(
+        False, "--from-sources",
+        help="Read every indexed file and record file again and rebuild all fingerprints with this version's "
+        "algorithm (what a store made by an older version needs).",
+    ),
 ) -> None:
-    """Rebuild LSH bands, pairs and clusters from the stored signatures (no file is read again)."""
+    """Rebuild LSH bands, pairs and clusters from the stored signatures (no file is read again), or with
+    --from-sources every fingerprint from the files themselves."""
     with _open(db) as database:
+        if from_sources:
+            if threshold is not None:
+                raise DedupError("--from-sources keeps the threshold; change it with a second 'dedupdb reindex'")
+            with render.progress_bar("Reading again") as progress:
+                summary, gone = database.reindex_from_sources(progress)
+            for path in gone:
+                render.err_console.print(f"forgotten (cannot be read again): {path}", highlight=False, soft_wrap=True)
+            render.add_summary(summary)
+            return
         with render.progress_bar("Reindexing") as progress:
             banding = database.reindex(threshold, progress)
         render.console.print(
-            f"Reindexed at threshold {database.settings.threshold} ({banding.bands} bands x {banding.rows} rows)",
+            f"Reindexed at threshold {database.settings.threshold} ({banding.describe()})",
             highlight=False,
         )
 
@@ -616,9 +644,14 @@ def _handle_stop_signals() -> None:
             pass
 
 
+_output_gone = False  # standard output's reader went away
+
+
 def _stdout_to_devnull() -> None:
     """After a broken pipe, point standard output at the null device, so that flushing what is still buffered
     at exit neither fails nor prints 'Exception ignored' (the recipe in Python's signal module docs)."""
+    global _output_gone
+    _output_gone = True
     render.console.quiet = True
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -628,13 +661,15 @@ def _stdout_to_devnull() -> None:
         pass
 
 
-def _raise_broken_pipe() -> None:
-    raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
-
-
-def _stderr_gone() -> None:
-    """Standard error's reader went away: go on without warnings and messages."""
-    render.err_console.quiet = True
+def _console_broken_pipe(console) -> None:
+    """rich's Console.on_broken_pipe, for this process: rich's own ends it with status 1. Standard output gone
+    stops the command (a BrokenPipeError, which friendly and main turn into a quiet exit 0); standard error
+    gone only silences it."""
+    global _output_gone
+    console.quiet = True
+    if not console.stderr:
+        _output_gone = True
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stderr.fileno())
@@ -644,10 +679,11 @@ def _stderr_gone() -> None:
 
 
 def main() -> None:
+    import rich.console
+
     _handle_stop_signals()
-    # rich ends the process with status 1 when its output's reader goes away; here that is a quiet exit 0.
-    render.console.on_broken_pipe = _raise_broken_pipe
-    render.err_console.on_broken_pipe = _stderr_gone
+    # Every console of the process, ours and those typer makes for help and usage errors.
+    rich.console.Console.on_broken_pipe = _console_broken_pipe
     try:
         try:
             app()
@@ -657,3 +693,11 @@ def main() -> None:
     except BrokenPipeError:
         _stdout_to_devnull()
         sys.exit(0)
+    except SystemExit as exc:
+        if exc.code and _output_gone:  # click's own answer to a broken pipe (after --help, say) is status 1
+            _stdout_to_devnull()
+            sys.exit(0)
+        raise
+    except OSError as exc:  # standard output on a full disk, say: still one line
+        render.err_console.print(f"Error: {exc.strerror or exc}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(1)

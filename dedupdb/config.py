@@ -17,7 +17,16 @@ DEFAULT_DB_NAME = "dedupdb.sqlite"
 # Bumped whenever a change to normalization, tokenizing or hashing would give
 # different signatures for the same text: a database built by another version
 # of the algorithm must be re-indexed rather than silently mixed.
-ALGORITHM_VERSION = 1
+# 2: each digit of a number is a token of its own, and hashtags and mentions are recognised only at the start of a token.
+ALGORITHM_VERSION = 2
+
+
+# How candidate pairs are found (lsh.py): LSH bands chosen for the threshold, or Broder's super-shingles
+# (6 groups of 14 MinHash values, candidates on 2 equal groups), which suit near-identical texts only.
+PRESET_BANDING = "banding"
+PRESET_SUPER_SHINGLES = "super-shingles"
+PRESETS = (PRESET_BANDING, PRESET_SUPER_SHINGLES)
+SUPER_SHINGLE_VALUES = 84
 
 
 def default_db_path() -> Path:
@@ -46,6 +55,7 @@ class Settings:
     sketch_size: int = 1024         # bottom-k shingle hashes kept to verify candidates
     seed: int = 1
     algorithm: int = ALGORITHM_VERSION
+    preset: str = PRESET_BANDING    # candidate generation: PRESETS
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -56,6 +66,10 @@ class Settings:
             raise SettingsError("shingle sizes must be between 1 and 10")
         if not 0 <= self.simhash_distance <= 15:
             raise SettingsError(f"SimHash distance must be between 0 and 15, got {self.simhash_distance}")
+        if self.preset not in PRESETS:
+            raise SettingsError(f"preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
+        if self.preset == PRESET_SUPER_SHINGLES and self.num_perm < SUPER_SHINGLE_VALUES:
+            raise SettingsError(f"super-shingles need at least {SUPER_SHINGLE_VALUES} permutations, got {self.num_perm}")
 
     def to_meta(self) -> dict[str, str]:
         return {f"setting.{k}": str(v) for k, v in asdict(self).items()}
@@ -66,7 +80,9 @@ class Settings:
         for f in fields(cls):
             raw = meta.get(f"setting.{f.name}")
             if raw is not None:
-                values[f.name] = float(raw) if f.type in ("float", float) else int(raw)
+                values[f.name] = (
+                    raw if f.type in ("str", str) else float(raw) if f.type in ("float", float) else int(raw)
+                )
         return cls(**values)
 
 

@@ -9,16 +9,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO
 
-from .config import Settings, default_db_path
+from .config import ALGORITHM_VERSION, PRESET_BANDING, PRESET_SUPER_SHINGLES, SUPER_SHINGLE_VALUES, Settings, default_db_path
 from .errors import InputError, SettingsError
 from .fileops import file_identity
 from .fingerprint import Fingerprinter
 from .grouping import DEFAULT_KEEP, keep_order, neighbours, stars
 from .index import Indexer
-from .lsh import Banding, optimal_banding
+from .lsh import (
+    Banding, Candidates, SuperShingles, curve, optimal_banding, scheme_for, scheme_from_meta, scheme_meta, scheme_stats,
+)
 from .minhash import sketch_jaccard
 from .normalize import normalize
-from .pipeline import AddSummary, Ingest, Progress
+from .pipeline import STDIN_NAME, AddSummary, Ingest, Progress
 from .export import ExportedRecord, export_records
 from .records import RecordOptions
 from .sources import decode_file
@@ -26,6 +28,7 @@ from .store import DocumentRow, Store
 from .weights import CorpusIdf
 
 _IDF_BLOB = "corpus_idf"
+_REINDEX_PENDING = "reindex.pending"  # set while reindex --from-sources rebuilds the store
 _IDF_SAVE_SECONDS = 5.0
 
 
@@ -96,8 +99,13 @@ def _banding(threshold: float, num_perm: int) -> Banding:
     return optimal_banding(threshold, num_perm)
 
 
+def _scheme(settings: Settings) -> Candidates:
+    """How a store with these settings finds candidates: its preset's scheme (bands chosen for the threshold)."""
+    return scheme_for(settings.preset, _banding(settings.threshold, settings.num_perm))
+
+
 class Database:
-    def __init__(self, store: Store, settings: Settings, banding: Banding) -> None:
+    def __init__(self, store: Store, settings: Settings, banding: Candidates) -> None:
         self.store = store
         self.settings = settings
         self.banding = banding
@@ -106,6 +114,17 @@ class Database:
         self._idf_saved = time.monotonic()
         self.fingerprinter = Fingerprinter(settings, self._idf)
         self.indexer = Indexer(store, settings, banding, self.fingerprinter)
+        # Signatures of another version of the algorithm cannot be mixed with new ones: such a store answers
+        # what it holds (report, pairs, clean) but takes no new text until it is rebuilt from its sources.
+        self.outdated = settings.algorithm != ALGORITHM_VERSION or meta.get(_REINDEX_PENDING) == "1"
+
+    def _require_current(self) -> None:
+        if self.outdated:
+            raise SettingsError(
+                f"{self.path} holds fingerprints of an older version of dedupdb's algorithm "
+                f"({self.settings.algorithm}, now {ALGORITHM_VERSION}) or an unfinished rebuild; "
+                "run 'dedupdb reindex --from-sources' to rebuild it from its files"
+            )
 
     @classmethod
     def open(
@@ -127,7 +146,7 @@ class Database:
             meta = store.read_meta()
             if "setting.threshold" not in meta:
                 fresh = Settings(**requested)
-                banding = _banding(fresh.threshold, fresh.num_perm)
+                banding = _scheme(fresh)
                 if not create:
                     # Another process is creating it, or its creation was cut short before the settings: nothing
                     # is stored yet. Read it as empty, and leave the settings to whoever creates it.
@@ -137,14 +156,13 @@ class Database:
                     if "setting.threshold" not in meta:
                         meta = {
                             **fresh.to_meta(),
-                            "lsh.bands": str(banding.bands),
-                            "lsh.rows": str(banding.rows),
+                            **scheme_meta(banding),
                             "created_at": str(time.time()),
                         }
                         store.write_meta(meta)
             stored = Settings.from_meta(meta)
             _check_compatible(stored, requested)
-            banding = Banding(int(meta["lsh.bands"]), int(meta["lsh.rows"]))
+            banding = scheme_from_meta(stored.preset, meta)
             db = cls(store, stored, banding)
             if meta.get("index.rebuild") == "1":  # a migration changed how index rows are laid out
                 with store.transaction():
@@ -192,6 +210,7 @@ class Database:
         record is reported as a bad record (default 16 MiB). Bytes, or a size such as '200K', '64M', '1G'."""
         if not paths:
             raise InputError("nothing to add: give at least one file or folder")
+        self._require_current()
         ingest = Ingest(self.store, self.indexer, self._save_idf, workers, max_file_size, max_record_size)
         targets = [Path(p) if str(p) == "-" else Path(p).expanduser() for p in paths]
         return ingest.run(targets, tuple(include), tuple(exclude), progress, records, stdin)
@@ -210,24 +229,54 @@ class Database:
         self._idf.dirty = False
         self._idf_saved = time.monotonic()
 
-    def reindex(self, threshold: float | None = None, progress: Progress | None = None) -> Banding:
-        """Rebuild bands, pairs and clusters from stored signatures, optionally for a new threshold."""
+    def reindex(self, threshold: float | None = None, progress: Progress | None = None) -> Candidates:
+        """Rebuild bands, pairs and clusters from stored signatures, optionally for a new threshold (the preset
+        stays: a super-shingles store stays one)."""
         settings = self.settings
         if threshold is not None and threshold != settings.threshold:
             settings = Settings(**{**{f.name: getattr(settings, f.name) for f in fields(Settings)}, "threshold": threshold})
-        banding = _banding(settings.threshold, settings.num_perm)
+        banding = _scheme(settings)
         self.settings, self.banding = settings, banding
         self.fingerprinter.settings = settings
         self.indexer = Indexer(self.store, settings, banding, self.fingerprinter)
         with self.store.transaction():
-            self.store.write_meta({**settings.to_meta(), "lsh.bands": str(banding.bands), "lsh.rows": str(banding.rows)})
+            self.store.write_meta({**settings.to_meta(), **scheme_meta(banding)})
             self.indexer.rebuild(progress)
         return banding
+
+    def reindex_from_sources(self, progress: Progress | None = None) -> tuple[AddSummary, list[str]]:
+        """Rebuild every signature with this version's algorithm by reading the indexed files and record files
+        again (stored signatures cannot be re-shingled). Returns the add's summary and the paths that could not
+        be read back (gone, or standard input): their documents are forgotten.
+
+        Safe to interrupt: the store says a rebuild is pending until one finishes, and running it again
+        starts it over."""
+        rows = [r for r in self.store.all_files() if r.path != STDIN_NAME]
+        present = [r.path for r in rows if Path(r.path).is_file()]
+        gone = sorted({r.path for r in rows} - set(present)) + ([STDIN_NAME] if self.store.file_by_path(STDIN_NAME) else [])
+        settings = replace(self.settings, algorithm=ALGORITHM_VERSION)
+        with self.store.transaction():
+            self.store.write_meta({**settings.to_meta(), _REINDEX_PENDING: "1"})
+            # Every file reads as changed, and the corpus IDF is learnt again from the texts as they come.
+            self.store.forget_signatures()
+            self.store.delete_files([r.id for r in rows if r.path in set(gone)])
+            self.store.write_blob(_IDF_BLOB, CorpusIdf().to_bytes())
+            self.store.write_meta({"idf.documents": "0"})
+        self.settings = settings
+        self._idf = CorpusIdf()
+        self.fingerprinter = Fingerprinter(settings, self._idf)
+        self.indexer = Indexer(self.store, settings, self.banding, self.fingerprinter)
+        self.outdated = False
+        summary = self.add(present, progress=progress) if present else AddSummary()
+        with self.store.transaction():
+            self.store.write_meta({_REINDEX_PENDING: "0"})
+        return summary, gone
 
     # --- questions ---------------------------------------------------------------
 
     def query(self, text: str, threshold: float | None = None, top: int = 10) -> list[QueryHit]:
         """Stored documents that are near-duplicates of text, most similar first."""
+        self._require_current()
         normalized = normalize(text)
         if not normalized:
             raise InputError("the query text is empty")
@@ -410,8 +459,25 @@ class Database:
             "reclaimable_bytes": sum(c.reclaimable_bytes for c in clusters),
             "database_bytes": self.store.size_bytes(),
             "settings": {f.name: getattr(self.settings, f.name) for f in fields(Settings)},
-            "lsh": {"bands": self.banding.bands, "rows": self.banding.rows},
+            "lsh": scheme_stats(self.banding),
+            "candidate_probability": curve(self.banding),  # by Jaccard similarity: the scheme's S-curve
         }
+
+    def candidate_curves(self) -> list[dict]:
+        """The chance that a pair of each Jaccard similarity becomes a candidate, under this store's scheme and
+        under the other preset's for the same threshold and permutations (super-shingles only with the 84 MinHash
+        values they need): one dict per preset, with its scheme, its curve, the probability at the threshold,
+        and whether this store uses it."""
+        s = self.settings
+        schemes = {PRESET_BANDING: _banding(s.threshold, s.num_perm)}
+        if s.num_perm >= SUPER_SHINGLE_VALUES:
+            schemes[PRESET_SUPER_SHINGLES] = SuperShingles()
+        schemes[s.preset] = self.banding
+        return [
+            {"preset": preset, "scheme": scheme.describe(), "probability": curve(scheme),
+             "at_threshold": float(f"{float(scheme.probability(s.threshold)):.3g}"), "this_store": preset == s.preset}
+            for preset, scheme in schemes.items()
+        ]
 
     # --- checking ----------------------------------------------------------------
 
@@ -426,7 +492,7 @@ class Database:
 def _check_compatible(stored: Settings, requested: dict) -> None:
     for name, value in requested.items():
         have = getattr(stored, name)
-        if float(have) != float(value):
+        if (have != value) if isinstance(have, str) else float(have) != float(value):
             hint = (
                 f"run 'dedupdb reindex --threshold {value}' to rebuild for it"
                 if name == "threshold"

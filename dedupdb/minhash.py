@@ -58,18 +58,25 @@ def bottom_k(shingles: NDArray[np.uint32], k: int, already_unique: bool = False)
 
 
 def sketch_jaccard(sketch_a: NDArray[np.uint32], sketch_b: NDArray[np.uint32], k: int) -> float:
-    """Jaccard from two bottom-k sketches: exact when both sets have fewer than k shingles.
+    """Jaccard from two bottom-k sketches: exact when both sets have fewer than k shingles."""
+    return sketch_overlap(sketch_a, sketch_b, k)[0]
+
+
+def sketch_overlap(sketch_a: NDArray[np.uint32], sketch_b: NDArray[np.uint32], k: int) -> tuple[float, int]:
+    """(Jaccard, shared shingles seen) from two bottom-k sketches: both exact when both sets have fewer than k
+    shingles; above that, the shared count is that of the sample (at least about Jaccard x k).
 
     The k smallest hashes of A u B all lie in the union of the two sketches, and
     an element that small belongs to A exactly when it is in A's sketch, so the
     share of them found in both sketches estimates |A n B| / |A u B| (Broder 1997).
     """
     if len(sketch_a) == 0 or len(sketch_b) == 0:
-        return 0.0
+        return 0.0, 0
     merged = np.sort(np.concatenate((sketch_a, sketch_b)))  # each sketch is a set: a value occurs at most twice
     repeated = merged[1:] == merged[:-1]
     union = merged[np.concatenate(([True], ~repeated))]
     if len(sketch_a) >= k or len(sketch_b) >= k:
         union = union[:k]  # a sketch holding k hashes may stand for a larger set: estimate
     both = merged[1:][repeated]
-    return float(np.count_nonzero(both <= union[-1])) / len(union)
+    shared = int(np.count_nonzero(both <= union[-1]))
+    return shared / len(union), shared

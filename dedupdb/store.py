@@ -552,6 +552,19 @@ class Store:
             ids.update(self.conn.execute(f"SELECT path, id FROM files WHERE path IN ({_marks(len(chunk))})", chunk))
         return ids
 
+    def all_files(self) -> list[FileRow]:
+        rows = self._q(
+            "SELECT id, path, size, mtime_ns, digest, status, kind, records, options FROM files ORDER BY id"
+        ).fetchall()
+        return [FileRow(*r) for r in rows]
+
+    def forget_signatures(self) -> None:
+        """Drop every document, content, index row and pair, and make every file read as changed (size 0, no
+        digest), so the next add of it reads it again from its first byte."""
+        for table in ("pairs", "index_keys", "documents", "contents"):
+            self.conn.execute(f"DELETE FROM {table}")
+        self.conn.execute("UPDATE files SET size = 0, mtime_ns = 0, digest = '', records = 0")
+
     def indexed_files(self) -> list[FileRow]:
         rows = self._q(
             "SELECT id, path, size, mtime_ns, digest, status, kind, records, options FROM files "

@@ -1,10 +1,15 @@
 """Tokenizers and shingling.
 
 One token stream serves every script: each CJK character is a token of its
-own (Chinese needs no segmentation for shingles), every other run of letters
-and digits is a word token, and punctuation is dropped. A document whose
-tokens are mostly CJK characters is shingled with character n-grams, any other
-with word n-grams, so mixed text is handled by its dominant script.
+own (Chinese needs no segmentation for shingles), and so is each digit of a
+number (a row of figures compares digit by digit, so one changed digit or an
+added prefix breaks a shingle or two, not the whole number); every other run of
+letters and digits ("ld2d", "covid19") is a word token, and punctuation is
+dropped. A document whose tokens are mostly CJK
+characters is shingled with character n-grams, any other with word n-grams, so
+mixed text is handled by its dominant script. (One scheme for all lengths of
+space-separated text: with character n-grams below some length, a text and its
+edit on either side of that length would share no shingle at all.)
 """
 
 from __future__ import annotations
@@ -26,14 +31,20 @@ _CJK = (
     "\uac00-\ud7af"  # Hangul syllables
     "\U00020000-\U0002ffff"  # CJK extensions
 )
-_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
+# A word holds at least one letter; a run of digits alone is a number, one token per digit.
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]*[^\W\d{_CJK}][^\W{_CJK}]*|\d")
 # What reposts add around a text without changing it: links, @mentions, hashtags
 # (#word and Weibo's #topic#), and the RT / 转发 markers. They are left out of
-# the shingles so a repost compares by the words it carries.
+# the shingles so a repost compares by the words it carries. A mention or a
+# #word starts a token (or follows //), so "ld2d-#69366-1.DOC" and an e-mail
+# address keep their parts; a mention ends where a name can end, so one glued to
+# Chinese text ("不是很好@裤腿太小.码数") does not swallow the sentence after it.
+_TOKEN_START = r"(?:(?<![^\s/])|(?<=回复)|(?<=转发))"
 _REPOST_NOISE = re.compile(
     r"(?:https?://|www\.)\S+"
-    r"|@[^\s:：,，。!！?？@#/]+"
-    r"|#[^#\s]{1,40}#|#\w+"
+    rf"|{_TOKEN_START}@[^\s:：,，。!！?？@#/.]{{1,30}}(?=[\s:：,，。!！?？@#/]|$)"
+    r"|#[^#\s]{1,40}#"
+    rf"|{_TOKEN_START}#\w+"
     r"|\brt\b|转发微博|转发|//"
 )
 _IS_CJK = re.compile(rf"[{_CJK}]")
@@ -185,7 +196,11 @@ def _tokens(text: str) -> tuple[list, int]:
     """A text's tokens and its number of CJK characters."""
     if text.isascii() and not any(mark in text for mark in _ASCII_NOISE_MARKS):
         tokens = text.encode("ascii").translate(_ASCII_SEPARATORS).split()
-        return ([t for t in tokens if t != b"rt"] if b"rt" in tokens else tokens), 0
+        if b"rt" in tokens:
+            tokens = [t for t in tokens if t != b"rt"]
+        if any(t.isdigit() for t in tokens):
+            tokens = [d for t in tokens for d in ([t[i : i + 1] for i in range(len(t))] if t.isdigit() else (t,))]
+        return tokens, 0
     tokens = _TOKEN.findall(_REPOST_NOISE.sub(" ", text))
     return tokens, 0 if text.isascii() else len(_IS_CJK.findall(text))
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .minhash import sketch_jaccard
+from .minhash import sketch_overlap
 from .simhash import hamming
 
 
@@ -25,17 +25,17 @@ class Verdict:
     duplicate: bool
 
 
-# SimHash alone may admit a pair the Jaccard does not, but not one with almost no shingles in common: on
-# news wire, related stories on one topic can fall within 3 bits at a Jaccard near 0.1.
-SIMHASH_MIN_JACCARD = 0.3
+# A verdict needs this many shingles in common besides the Jaccard: "不错！" and "不错的。" share one bigram of
+# two, and 0.5 of almost nothing is no evidence. Chosen by measurement (scripts/eval_precision.py).
+MIN_SHARED_SHINGLES = 3
 
 
 def judge(a: Signature, b: Signature, threshold: float, max_distance: int, sketch_size: int) -> Verdict:
-    """Near-duplicate when the Jaccard from the bottom-k sketches reaches the threshold, or when both
-    texts are long enough for SimHash, their fingerprints lie within max_distance bits and they still share
-    a fair part of their shingles."""
-    jaccard = sketch_jaccard(a.sketch, b.sketch, sketch_size)
+    """Near-duplicate when the Jaccard of the shingles (from the bottom-k sketches) reaches the threshold and
+    rests on at least MIN_SHARED_SHINGLES shared shingles. SimHash finds candidates and its distance is reported,
+    but never decides: long texts of one sender or one frame fall within a few bits while sharing a third of
+    their shingles. (max_distance is kept for callers that report whether the SimHash agrees.)"""
+    jaccard, shared = sketch_overlap(a.sketch, b.sketch, sketch_size)
     distance = hamming(a.simhash, b.simhash) if a.simhash is not None and b.simhash is not None else None
-    by_simhash = distance is not None and distance <= max_distance and jaccard >= SIMHASH_MIN_JACCARD
-    duplicate = jaccard >= threshold or by_simhash
+    duplicate = jaccard >= threshold and shared >= MIN_SHARED_SHINGLES
     return Verdict(round(jaccard, 4), distance, duplicate)

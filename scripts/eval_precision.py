@@ -7,7 +7,8 @@ edit level:
   format   two of: case, whitespace and line ends, full-width/half-width characters, punctuation spacing,
            a small punctuation change (one or two marks swapped or dropped, "!!" or "……" appended)
   light    at most 5% of the tokens substituted, inserted or deleted, or an appended signature (its words
-           count towards the 5%), hashtag or link
+           count towards the 5%), hashtag or link; in English also typos (one letter changed in at most 5% of
+           the words, at least one)
   heavy    10-20% of the tokens substituted, inserted or deleted
   repost   retweet / Weibo style: "RT @user: " or "转发微博 //@name: " prefixes, "//@name:" chains,
            #hashtags# (Chinese) or #hashtags (English), @mentions and short links
@@ -329,15 +330,40 @@ def light_variant(text: str, lang: str, pool: list[str], rng: random.Random) -> 
     budget = math.floor(0.05 * len(edit_units(text, lang)[1]) + 1e-9)
     signatures = [s for s in SIGNATURES[lang] if len(edit_units(s, lang)[1]) <= budget]
     kinds = ["hashtag", "link"] + (["edit", "edit"] if budget else []) + (["signature"] if signatures else [])
+    kinds += ["typo", "typo"] if lang == "en" else []
     kind = rng.choice(kinds)
     if kind == "edit":
         return apply_token_edits(text, lang, rng.randint(1, budget), ("sub", "ins", "del"), pool, rng), kind
+    if kind == "typo":
+        return typos(text, max(1, budget), rng), kind
     sep = rng.choice([" ", "\n"])
     if kind == "signature":
         return text.rstrip() + "\n" + rng.choice(signatures), kind
     if kind == "hashtag":
         return text.rstrip() + sep + _hashtag(rng, lang, pool), kind
     return text.rstrip() + sep + _link(rng, lang), kind
+
+
+def typos(text: str, count: int, rng: random.Random) -> str:
+    """One letter substituted, inserted, dropped or swapped with the next in each of `count` words of at least
+    three letters (a light edit: a word changes, the text does not)."""
+    words = text.split(" ")
+    candidates = [i for i, w in enumerate(words) if sum(ch.isalpha() for ch in w) >= 3]
+    for i in rng.sample(candidates, min(count, len(candidates))):
+        word = list(words[i])
+        at = rng.choice([j for j, ch in enumerate(word) if ch.isalpha()])
+        op = rng.choice(("sub", "ins", "del", "swap"))
+        letter = rng.choice(string.ascii_lowercase)
+        if op == "sub":
+            word[at] = letter
+        elif op == "ins":
+            word.insert(at, letter)
+        elif op == "del" and len(word) > 1:
+            del word[at]
+        elif at + 1 < len(word):
+            word[at], word[at + 1] = word[at + 1], word[at]
+        words[i] = "".join(word)
+    return " ".join(words)
 
 
 def heavy_variant(text: str, lang: str, pool: list[str], rng: random.Random) -> tuple[str, str]:

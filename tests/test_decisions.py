@@ -1,0 +1,104 @@
+"""Duplicate decisions: the Jaccard of the shingles decides, on enough evidence; features that fit the text;
+stores of an older algorithm are rebuilt from their sources."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+
+import dedupdb
+from dedupdb.records import RecordOptions
+from dedupdb.tokens import Tokenizer
+from dedupdb.verify import MIN_SHARED_SHINGLES, Signature, judge
+
+from .conftest import ENGLISH, write
+
+
+def _paired(db_path, tmp_path, a: str, b: str) -> bool:
+    """Whether a store holding only a and b (as two records) calls them near-duplicates."""
+    records = tmp_path / "two.jsonl"
+    records.write_text("".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n" for i, t in ((1, a), (2, b))))
+    with dedupdb.open(db_path) as db:
+        db.add([records], records=RecordOptions("jsonl", "text", "id"))
+        return bool(list(db.pairs()))
+
+
+def test_simhash_never_overrules_the_shingles():
+    sketch_a = np.arange(0, 100, dtype=np.uint32)
+    sketch_b = np.arange(40, 140, dtype=np.uint32)  # Jaccard 60/140: one frame, other news
+    same_simhash = 0x0123456789ABCDEF
+    verdict = judge(Signature(sketch_a, same_simhash), Signature(sketch_b, same_simhash), 0.5, 3, 1024)
+    assert verdict.hamming == 0 and verdict.jaccard == 0.4286 and not verdict.duplicate
+
+
+def test_a_verdict_needs_shared_evidence():
+    one_of_two = judge(Signature(np.array([1], np.uint32), None), Signature(np.array([1, 2], np.uint32), None),
+                       0.5, 3, 1024)
+    assert one_of_two.jaccard == 0.5 and not one_of_two.duplicate
+    enough = np.arange(MIN_SHARED_SHINGLES, dtype=np.uint32)
+    assert judge(Signature(enough, None), Signature(enough, None), 0.5, 3, 1024).duplicate
+
+
+def test_very_short_texts_sharing_a_word_are_not_duplicates(db_path, tmp_path):
+    assert not _paired(db_path, tmp_path, "不错！", "不错的。")
+    assert not _paired(tmp_path / "b.db", tmp_path, "很好！很喜欢。", "很好很好很好很好")
+
+
+def test_one_shingle_scheme_for_every_length_of_space_separated_text(db_path, tmp_path):
+    """A text and its edit on either side of any length still compare: no length switches the features."""
+    words = [f"w{i % 7}x{i}" for i in range(60)]
+    for length in (8, 20, 29, 30, 31, 45):
+        base = " ".join(words[:length])
+        longer = " ".join(words[: length + 3])
+        db = tmp_path / f"{length}.db"
+        assert _paired(db, tmp_path, base, longer), length
+
+
+def test_one_changed_digit_in_a_row_of_figures_still_matches(db_path, tmp_path):
+    row = "Totals 1204577 8830214 5521908 units"  # as words, one changed digit breaks two of four bigrams
+    assert _paired(db_path, tmp_path, row, row.replace("8830214", "8830219"))
+    assert Tokenizer(2, 2).stream("abc 1204 x").tokens == [b"abc", b"1", b"2", b"0", b"4", b"x"]
+    assert Tokenizer(2, 2).stream("covid19 v2 12ab").tokens == [b"covid19", b"v2", b"12ab"]  # words stay whole
+
+
+def test_hashtags_and_mentions_only_at_the_start_of_a_token():
+    t = Tokenizer(2, 2)
+    assert t.stream("ld2d-#69366-1.DOC").tokens == ["ld2d", "6", "9", "3", "6", "6", "1", "DOC"]
+    assert t.stream("see #tag and #话题# here").tokens == ["see", "and", "here"]
+    assert t.stream("mail john@example.com now").tokens == ["mail", "john", "example", "com", "now"]
+    # A mention glued to Chinese text does not swallow the sentence after it.
+    assert "码" in t.stream("不是很好@裤腿太小.码数也不对").tokens
+    assert t.stream("rt @bob: hello //@ann: there").tokens == ["hello", "there"]  # text arrives case-folded
+
+
+def test_an_older_store_says_what_to_do_and_is_rebuilt_from_its_sources(cli, db_path, tmp_path):
+    folder = tmp_path / "notes"
+    write(folder / "a.txt", ENGLISH)
+    write(folder / "b.txt", ENGLISH + " Signed, the board.")
+    records = write(tmp_path / "posts.jsonl", '{"id": 1, "text": "first post here"}\n{"id": 2, "text": "second one"}\n')
+    assert cli("add", str(folder)).exit_code == 0
+    assert cli("add", str(records), "--text-field", "text", "--id-field", "id").exit_code == 0
+    conn = sqlite3.connect(db_path)
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'setting.algorithm'")
+    conn.commit()
+    conn.close()
+    for args in (("add", str(folder)), ("query", ENGLISH)):
+        result = cli(*args)
+        assert result.exit_code == 1 and "reindex --from-sources" in result.output
+        assert len(result.output.strip().splitlines()) == 1
+    assert cli("report").exit_code == 0  # what it holds can still be read
+    (folder / "a.txt").unlink()  # one source is gone: it is forgotten, and said so
+    result = cli("reindex", "--from-sources")
+    assert result.exit_code == 0, result.output
+    assert "a.txt" in result.output and "cannot be read again" in result.output
+    with dedupdb.open(db_path) as db:
+        assert not db.outdated and db.settings.algorithm == dedupdb.config.ALGORITHM_VERSION
+        assert {d.rsplit("/", 1)[-1] for d in _keys(db)} == {"b.txt", "posts.jsonl#1", "posts.jsonl#2"}
+        assert db.check().sound
+        assert db.query(ENGLISH + " Signed, the board.")
+
+
+def _keys(db) -> set[str]:
+    return {row[0] for row in db.store.conn.execute("SELECT key FROM documents")}
