@@ -53,17 +53,49 @@ def check_not_newer(conn: sqlite3.Connection, migrations: list[Migration], where
 
 
 def apply(conn: sqlite3.Connection, migrations: list[Migration]) -> int:
-    """Bring the schema up to date; returns the number of migrations applied."""
+    """Bring the schema up to date; returns the number of migrations applied (by this connection).
+
+    Each migration runs in its own transaction, begun with the write lock (BEGIN IMMEDIATE, which waits out
+    the busy timeout for another writer): PRAGMA user_version is read again under the lock, so of two
+    processes opening a new or older database at once, one migrates and the other finds it done. The script
+    runs statement by statement inside that transaction: executescript would commit it first, dropping the lock.
+    """
     applied = 0
     for migration in migrations:
         if migration.version <= schema_version(conn):
             continue
         script = migration.path.read_text("utf-8")
+        conn.execute("BEGIN IMMEDIATE")  # an error here (locked) is the caller's to explain
         try:
-            conn.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {migration.version};\nCOMMIT;")
+            if migration.version <= schema_version(conn):  # another process applied it meanwhile
+                conn.execute("COMMIT")
+                continue
+            for statement in statements(script):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {migration.version}")
+            conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise DatabaseError(f"migration {migration.path.name} failed: {exc}") from None
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
         applied += 1
     return applied
+
+
+def statements(script: str) -> list[str]:
+    """The SQL statements of a script, each with its semicolon: a statement ends at a semicolon after which the
+    text so far is complete (sqlite3.complete_statement knows strings, comments and trigger bodies)."""
+    out: list[str] = []
+    start = 0
+    for end, char in enumerate(script):
+        if char == ";" and sqlite3.complete_statement(script[start : end + 1]):
+            out.append(script[start : end + 1])
+            start = end + 1
+    rest = script[start:]
+    if rest.strip():
+        out.append(rest)  # a last statement without its semicolon (or only comments: executing them does nothing)
+    return [s for s in out if s.strip()]
