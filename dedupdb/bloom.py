@@ -58,6 +58,15 @@ class BloomFilter:
         self.count += int(fresh.sum())
         return seen
 
+    def may_contain(self, h1: NDArray[np.uint64], h2: NDArray[np.uint64]) -> NDArray[np.bool_]:
+        """True where the item was possibly added (always for an item that was); adds nothing: membership against
+        a filter filled beforehand."""
+        if len(h1) == 0:
+            return np.zeros(0, dtype=bool)
+        positions = self._positions(h1, h2)
+        byte, bit = positions >> np.uint64(3), (positions & np.uint64(7)).astype(np.uint8)
+        return ((self._array[byte] >> bit) & 1).all(axis=1)
+
     @property
     def fill_ratio(self) -> float:
         return float(np.bitwise_count(self._array).sum(dtype=np.int64)) / self.bits

@@ -3,9 +3,12 @@
 The invariants, each a named check:
 
 - integrity: PRAGMA integrity_check finds nothing wrong with the file's pages, B-trees and indexes.
-- index_rows: every content has exactly the index rows its stored signatures give (one per LSH band for a text
-  with shingles, one per SimHash block pair for a text with a SimHash, as Indexer._index_rows computes them),
+- index_rows: every content has exactly the index rows its stored signatures give (one per LSH band, or per pair
+  of super-shingles with that preset, for a text with shingles, one per SimHash block pair for a text with a
+  SimHash, as Indexer._index_rows computes them),
   and no row belongs to a content that does not exist.
+- containment_rows: every content has exactly one containment row per fingerprint it stores (none for a content
+  stored before fingerprints existed), and no row belongs to a content that does not exist.
 - document_counts: each content's documents column equals the number of documents pointing at it.
 - orphan_contents: no content is held by no document.
 - document_links: every document points at an existing content and an existing file.
@@ -20,7 +23,7 @@ by a per-content count and an order-free 64-bit digest; only contents that diffe
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,13 +33,17 @@ import numpy as np
 from .config import default_db_path
 from .errors import DatabaseError
 from .hashing import distinct, distinct_counts, fmix64
+from .containment import rows_of
 from .index import _fingerprints
 from .store import CONTENT_ID_BITS, Store
 
 if TYPE_CHECKING:
     from .database import Database
 
-CHECKS = ("integrity", "index_rows", "document_counts", "orphan_contents", "document_links", "pairs", "clusters")
+CHECKS = (
+    "integrity", "index_rows", "containment_rows", "document_counts", "orphan_contents", "document_links", "pairs",
+    "clusters",
+)
 EXAMPLES = 5          # examples shown per failed check
 INTEGRITY_LIMIT = 100  # messages asked of PRAGMA integrity_check
 
@@ -111,9 +118,13 @@ def check_database(database: Database) -> CheckReport:
             max_id = totals[3]
         except DatabaseError as exc:
             failure = _reason(exc)
-            problems += [Problem(name, None, f"could not be checked: {failure}") for name in ("index_rows", "clusters")]
+            problems += [
+                Problem(name, None, f"could not be checked: {failure}")
+                for name in ("index_rows", "containment_rows", "clusters")
+            ]
         else:
             run("index_rows", lambda: _check_index_rows(database, max_id))
+            run("containment_rows", lambda: _check_containment_rows(database, max_id))
             run("clusters", lambda: _check_clusters(store, max_id))
         run("document_counts", lambda: _check_document_counts(store))
         run("document_links", lambda: _check_document_links(store))
@@ -158,12 +169,31 @@ def _digest(entries: np.ndarray) -> np.ndarray:
 
 def _check_index_rows(database: Database, max_id: int) -> list[Problem]:
     store, indexer = database.store, database.indexer
+    return _check_rows(
+        "index_rows", "index rows", max_id, store.index_entry_chunks(), store.stored_entries,
+        lambda rows: indexer._index_rows(_fingerprints(rows)), store,
+    )
+
+
+def _check_containment_rows(database: Database, max_id: int) -> list[Problem]:
+    store = database.store
+    return _check_rows(
+        "containment_rows", "containment rows", max_id, store.containment_entry_chunks(),
+        store.stored_containment_entries, lambda rows: rows_of({cid: r.fingerprints for cid, r in rows.items()}), store,
+    )
+
+
+def _check_rows(
+    check: str, noun: str, max_id: int, chunks: Iterator[np.ndarray], stored_entries: Callable[[np.ndarray], np.ndarray],
+    expected_rows: Callable[[dict], tuple[np.ndarray, np.ndarray]], store: Store,
+) -> list[Problem]:
+    """Rows packed as (key << 30) | content id against those each content's stored signatures give."""
     size = max_id + 1
-    # One scan of the index: per content id, how many rows and the sum of their digests.
+    # One scan of the table: per content id, how many rows and the sum of their digests.
     stored_count = np.zeros(size, np.int64)
     stored_digest = np.zeros(size, np.uint64)
     beyond: Counter[int] = Counter()  # rows of content ids above every stored content
-    for entries in store.index_entry_chunks():
+    for entries in chunks:
         owners = entries & _MASK
         inside = owners <= max_id
         np.add.at(stored_count, owners[inside], 1)
@@ -179,7 +209,7 @@ def _check_index_rows(database: Database, max_id: int) -> list[Problem]:
     for rows in store.content_batches():
         ids = np.fromiter(rows, dtype=np.int64, count=len(rows))  # ascending: the batch is in id order
         exists[ids] = True
-        row_ids, keys = indexer._index_rows(_fingerprints(rows))
+        row_ids, keys = expected_rows(rows)
         expected = distinct((keys.astype(np.int64) << CONTENT_ID_BITS) | row_ids)
         position = np.searchsorted(ids, expected & _MASK)
         want_count = np.bincount(position, minlength=len(ids))
@@ -191,7 +221,7 @@ def _check_index_rows(database: Database, max_id: int) -> list[Problem]:
         # Row by row for the contents that differ: which expected rows are absent; the rest of what the
         # index holds for them is extra.
         looked_at = expected[wrong[position]]
-        absent = np.setdiff1d(looked_at, store.stored_entries(looked_at), assume_unique=True)
+        absent = np.setdiff1d(looked_at, stored_entries(looked_at), assume_unique=True)
         missing = np.bincount(np.searchsorted(ids, absent & _MASK), minlength=len(ids))
         for i in np.flatnonzero(wrong).tolist():
             content_id = int(ids[i])
@@ -217,8 +247,8 @@ def _check_index_rows(database: Database, max_id: int) -> list[Problem]:
         parts.append(f"{missing_total} missing and {extra_total} extra, in {_plural(wrong_contents, 'content')}")
     if stray_total:
         parts.append(f"{stray_total} of contents that do not exist")
-    what = f"wrong index rows ({'; '.join(parts)})"
-    return [Problem("index_rows", max(total, 1), what, tuple(examples))]
+    what = f"wrong {noun} ({'; '.join(parts)})"
+    return [Problem(check, max(total, 1), what, tuple(examples))]
 
 
 def _check_document_counts(store: Store) -> list[Problem]:

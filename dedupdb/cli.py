@@ -16,7 +16,7 @@ import typer
 
 from . import render
 from .config import DB_ENV_VAR, MAX_FILE_BYTES, PRESET_BANDING, PRESET_SUPER_SHINGLES, Settings
-from .database import Database
+from .database import QUERY_CONTAINMENT, Database
 from .errors import DedupError, InputError
 from .records import MAX_RECORD_BYTES, RecordOptions
 from .sources import parse_size, size_text
@@ -50,6 +50,11 @@ class ReportFormat(str, Enum):
 class PairsFormat(str, Enum):
     jsonl = "jsonl"
     csv = "csv"
+
+
+class PairsBy(str, Enum):
+    document = "document"
+    content = "content"
 
 
 class Terminated(KeyboardInterrupt):
@@ -111,6 +116,16 @@ def _stdin():
 class Preset(str, Enum):
     banding = PRESET_BANDING
     super_shingles = PRESET_SUPER_SHINGLES
+
+
+def _warn_unfingerprinted(database: Database, containment: float | None) -> None:
+    missing = database.unfingerprinted() if containment else 0
+    if missing:
+        render.err_console.print(
+            f"Warning: {missing} texts stored before containment fingerprints existed are not searched for it; "
+            "'dedupdb reindex --from-sources' reads them again",
+            highlight=False, soft_wrap=True,
+        )
 
 
 def _open(db: Optional[Path], create: bool = False, **settings) -> Database:
@@ -259,9 +274,15 @@ def query(
         None, min=0.0, max=1.0, help="Minimum Jaccard similarity \\[default: the database's]."
     ),
     top: int = typer.Option(10, "--top", min=0, help="At most this many results (0 for all)."),
+    containment: float = typer.Option(
+        QUERY_CONTAINMENT, "--containment", min=0.0, max=1.0,
+        help="Also list documents holding at least this share of the text's shingles, such as the long text a "
+        "remembered passage comes from (0: near-duplicates only).",
+    ),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
 ) -> None:
-    """Find stored documents that are near-duplicates of a text, most similar first."""
+    """Find stored documents that are near-duplicates of a text, or that contain it; exact copies first, then by
+    the share of the text each holds."""
     from .sources import decode_file
 
     if file is not None and text is not None:
@@ -279,7 +300,8 @@ def query(
     with _open(db) as database:
         if database.is_empty():
             raise DedupError("the database is empty; add documents with 'dedupdb add PATH' first")
-        hits = database.query(content, threshold=threshold, top=top)
+        hits = database.query(content, threshold=threshold, top=top, containment=containment or None)
+        _warn_unfingerprinted(database, containment)
     if fmt is ListFormat.json:
         render.write_json(render.query_json(hits))
     else:
@@ -291,12 +313,25 @@ def query(
 def pairs(
     db: Optional[Path] = DbOption,
     fmt: PairsFormat = typer.Option(PairsFormat.jsonl, "--format", help="Output format."),
+    by: PairsBy = typer.Option(
+        PairsBy.document, "--by",
+        help="document: every pair of documents, exact copies included; content: one line per pair of distinct "
+        "texts, each by its first document key.",
+    ),
+    containment: Optional[float] = typer.Option(
+        None, "--containment", min=0.0, max=1.0, metavar="X",
+        help="Also pairs in which the smaller text holds at least X of its shingles in the larger (a truncated copy, "
+        "an excerpt, texts merged into one), and the containment of every pair.",
+    ),
 ) -> None:
-    """Every verified near-duplicate pair with its scores, for scripts and evaluation."""
+    """Every pair of exact copies and verified near-duplicates with its scores (a, b, jaccard, hamming, exact,
+    containment), one line each, for scripts and evaluation."""
     from contextlib import closing
 
     # The pairs stream from an open cursor: closed before the database, also when the output's reader goes away.
-    with _open(db) as database, closing(database.pairs()) as found:
+    with _open(db) as database, closing(database.pairs(by.value, containment or None)) as found:
+        if containment:
+            _warn_unfingerprinted(database, containment)
         if fmt is PairsFormat.csv:
             render.pairs_csv(found)
         else:

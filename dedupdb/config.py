@@ -53,6 +53,8 @@ class Settings:
     simhash_distance: int = 3       # Hamming distance for SimHash near-duplicates
     simhash_min_features: int = 60  # shorter documents are judged by MinHash only
     sketch_size: int = 1024         # bottom-k shingle hashes kept to verify candidates
+    containment_ngram: int = 4      # tokens per hashed run winnowed for containment (see containment.py)
+    winnow_window: int = 9          # runs per winnowing window: any shared run of 12 tokens is found
     seed: int = 1
     algorithm: int = ALGORITHM_VERSION
     preset: str = PRESET_BANDING    # candidate generation: PRESETS
@@ -66,6 +68,8 @@ class Settings:
             raise SettingsError("shingle sizes must be between 1 and 10")
         if not 0 <= self.simhash_distance <= 15:
             raise SettingsError(f"SimHash distance must be between 0 and 15, got {self.simhash_distance}")
+        if not 1 <= self.containment_ngram <= 10 or not 1 <= self.winnow_window <= 64:
+            raise SettingsError("containment n-grams must be 1 to 10 tokens and winnowing windows 1 to 64 of them")
         if self.preset not in PRESETS:
             raise SettingsError(f"preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
         if self.preset == PRESET_SUPER_SHINGLES and self.num_perm < SUPER_SHINGLE_VALUES:

@@ -18,6 +18,8 @@ from .index import Indexer
 from .lsh import (
     Banding, Candidates, SuperShingles, curve, optimal_banding, scheme_for, scheme_from_meta, scheme_meta, scheme_stats,
 )
+from .containment import Side, containment as contained_share, pair_scores
+from .fingerprint import query_runs
 from .minhash import sketch_jaccard
 from .normalize import normalize
 from .pipeline import STDIN_NAME, AddSummary, Ingest, Progress
@@ -42,6 +44,7 @@ class QueryHit:
     exact: bool
     bytes: int
     snippet: str
+    containment: float | None = None  # share of the query's shingles this document holds (None: not known)
 
 
 @dataclass(frozen=True)
@@ -88,10 +91,19 @@ class Cluster:
 
 @dataclass(frozen=True)
 class Pair:
-    key_a: str
-    key_b: str
+    """Two documents that are the same or alike (listed by content: two texts, each by its first document key)."""
+
+    a: str                            # document key, a < b
+    b: str
     jaccard: float
     hamming: int | None
+    exact: bool                       # the same normalized text (jaccard 1.0)
+    containment: float | None = None  # share of the smaller text's shingles found in the larger; None: not computed
+
+
+PAIRS_BY = ("document", "content")
+# Least share of a query's shingles a document must hold to be listed for it (besides its near-duplicates).
+QUERY_CONTAINMENT = 0.5
 
 
 @lru_cache(maxsize=16)
@@ -129,7 +141,7 @@ class Database:
     @classmethod
     def open(
         cls, path: str | Path | None = None, create: bool = True, readonly: bool = False,
-        **settings: float | int | None,
+        **settings: float | int | str | None,
     ) -> "Database":
         """Open (or with create, make) a database. Settings given here must match those it was created with.
 
@@ -274,8 +286,11 @@ class Database:
 
     # --- questions ---------------------------------------------------------------
 
-    def query(self, text: str, threshold: float | None = None, top: int = 10) -> list[QueryHit]:
-        """Stored documents that are near-duplicates of text, most similar first."""
+    def query(
+        self, text: str, threshold: float | None = None, top: int = 10, containment: float | None = QUERY_CONTAINMENT
+    ) -> list[QueryHit]:
+        """Stored documents that are near-duplicates of text, or hold at least `containment` of its shingles (a
+        passage remembered from a longer text; None: near-duplicates only): exact copies first, then by containment."""
         self._require_current()
         normalized = normalize(text)
         if not normalized:
@@ -283,13 +298,33 @@ class Database:
         fp = self.fingerprinter.one(normalized)
         if fp.shingles == 0:
             raise InputError("the query has no words or characters to compare (only punctuation or symbols)")
+        if containment is not None and not 0.0 < containment <= 1.0:
+            raise InputError(f"containment must be in (0, 1], got {containment}")
         matches = self.indexer.search(fp, threshold)
-        by_content = {m.content_id: m for m in matches}
+        scores = {m.content_id: (m.jaccard, m.hamming, m.exact, 1.0 if m.exact else None) for m in matches}
+        mine = Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash)
+        finder = self.indexer.containment
+        held = {}
+        if containment is not None:
+            # A query shorter than two windows looks up every run it has: its few fingerprints need not be the ones
+            # a longer text holding it keeps.
+            short = fp.shingles < 2 * self.settings.winnow_window
+            probe = query_runs(self.settings, normalized) if short else fp.fingerprints
+            held = finder.search(mine, probe, containment)
+        sides = finder.sides([c for c, s in scores.items() if s[3] is None] + [c for c in held if c not in scores])
+        for cid, side in sides.items():
+            if cid in scores:  # a near-duplicate: how much of the query it holds
+                share = contained_share(mine, side, self.settings.sketch_size)
+                scores[cid] = (*scores[cid][:3], None if share is None else round(share, 4))
+            else:
+                jaccard, distance, _ = pair_scores(mine, side, self.settings.sketch_size)
+                scores[cid] = (jaccard, distance, False, held[cid])
         hits = []
-        for doc in self.store.documents_of_contents(list(by_content)):
-            m = by_content[doc.content_id]
-            hits.append(QueryHit(doc.key, doc.path, doc.record, m.jaccard, m.hamming, m.exact, doc.bytes, doc.snippet))
-        hits.sort(key=lambda h: (not h.exact, -h.jaccard, h.hamming if h.hamming is not None else 65, h.key))
+        for doc in self.store.documents_of_contents(list(scores)):
+            jaccard, distance, exact, share = scores[doc.content_id]
+            hits.append(QueryHit(doc.key, doc.path, doc.record, jaccard, distance, exact, doc.bytes, doc.snippet, share))
+        hits.sort(key=lambda h: (not h.exact, -(h.jaccard if h.containment is None else h.containment), -h.jaccard,
+                                 h.hamming if h.hamming is not None else 65, h.key))
         return hits[:top] if top else hits
 
     def clusters(
@@ -359,6 +394,11 @@ class Database:
             ]
             groups.append((cluster_id, 1, [scored[0], *sorted(scored[1:], key=lambda s: (-s[1], s[0].key))]))
         return groups
+
+    def unfingerprinted(self) -> int:
+        """Texts stored before containment fingerprints existed (schema 4): containment cannot find them until
+        reindex_from_sources() reads them again."""
+        return self.store.count_without_fingerprints()
 
     def is_empty(self) -> bool:
         return self.store.content_count() == 0
@@ -442,10 +482,53 @@ class Database:
         """Every stored document's text read back from its source; with unique, one per cluster (see export.py)."""
         return export_records(self, unique, keep, warn)
 
-    def pairs(self) -> Iterator[Pair]:
-        """Every verified near-duplicate pair between distinct texts, highest similarity first."""
-        for key_a, key_b, jaccard, hamming, _, _ in self.store.iter_pairs():
-            yield Pair(key_a, key_b, jaccard, hamming)
+    def pairs(self, by: str = "document", containment: float | None = None) -> Iterator[Pair]:
+        """Every pair of documents that are exact copies (exact, Jaccard 1.0) or verified near-duplicates, and with
+        containment, also those where the smaller text holds at least that share of its shingles in the larger (and
+        the containment of every pair listed). Streams, content by content in order of arrival: a text held by k
+        documents gives k(k-1)/2 exact pairs. by="content" lists texts instead, each by its first document key (no
+        exact pairs then)."""
+        if by not in PAIRS_BY:
+            raise InputError(f"pairs are listed by {' or '.join(PAIRS_BY)}, not {by!r}")
+        if containment is not None and not 0.0 < containment <= 1.0:
+            raise InputError(f"containment must be in (0, 1], got {containment}")
+        with self.store.snapshot():  # one consistent state however long the listing takes
+            for chunk in self.store.content_id_chunks():
+                yield from self._pairs_of_chunk(chunk, by, containment)
+
+    def _pairs_of_chunk(self, chunk: list[int], by: str, containment: float | None) -> Iterator[Pair]:
+        """The pairs of pairs() whose first text is one of these contents (ascending)."""
+        stored = self.store.pairs_from(chunk)
+        scored: dict[int, list[tuple[int, float, int | None, float | None]]] = {}
+        if containment is None:
+            for a, b, jaccard, distance in stored:
+                scored.setdefault(a, []).append((b, jaccard, distance, None))
+        else:
+            finder = self.indexer.containment
+            sides = finder.sides(chunk)
+            verified = {(a, b): (jaccard, distance) for a, b, jaccard, distance in stored}
+            extra = [pair for pair in finder.pairs_from(sides, containment) if pair not in verified]
+            sides.update(finder.sides({b for _, b in [*verified, *extra]} - set(sides)))
+            for a, b in sorted([*verified, *extra]):
+                if a in sides and b in sides:
+                    jaccard, distance, share = pair_scores(sides[a], sides[b], self.settings.sketch_size)
+                    jaccard, distance = verified.get((a, b), (jaccard, distance))  # as it was verified
+                    scored.setdefault(a, []).append((b, jaccard, distance, share))
+        keys = self.store.document_keys(set(chunk) | {b for rows in scored.values() for b, *_ in rows})
+        copies = {a for a in chunk if len(keys.get(a, ())) > 1} if by == "document" else set()
+        hashed = self.store.with_simhash(copies)
+        for a in chunk:
+            mine = keys.get(a, [])
+            if a in copies:
+                distance = 0 if a in hashed else None
+                for i, x in enumerate(mine):
+                    for y in mine[i + 1 :]:
+                        yield Pair(x, y, 1.0, distance, True, 1.0)
+            for b, jaccard, distance, share in scored.get(a, ()):
+                theirs = keys.get(b, [])
+                for x in mine[:1] if by == "content" else mine:
+                    for y in theirs[:1] if by == "content" else theirs:
+                        yield Pair(min(x, y), max(x, y), jaccard, distance, False, share)
 
     def stats(self) -> dict:
         counts = self.store.counts()

@@ -9,6 +9,7 @@ import xxhash
 from numpy.typing import NDArray
 
 from .config import Settings
+from .containment import run_hashes, winnowed
 from .hashing import content_hash, to_signed64
 from .minhash import MinHasher, bottom_k
 from .simhash import fingerprint as simhash_fingerprint, fingerprints as simhash_fingerprints
@@ -26,6 +27,7 @@ class Fingerprint:
     minhash: NDArray[np.uint32]   # num_perm values
     sketch: NDArray[np.uint32]    # bottom-k distinct shingle hashes, sorted
     simhash: int | None           # None when the text is too short for SimHash to be trustworthy
+    fingerprints: NDArray[np.uint32] | None = None  # winnowed (containment.py); None: stored before they existed
 
     @property
     def simhash_signed(self) -> int | None:
@@ -45,20 +47,24 @@ class Sketch:
     simhash: int | None                                          # set here for CJK text, which takes jieba's IDF
     words: tuple[NDArray[np.uint64], NDArray[np.int64]] | None   # distinct word hashes and counts, other text
     tokens: int
+    fingerprints: NDArray[np.uint32] | None = None               # winnowed, for containment
 
     def __reduce__(self):
         # Sketches travel from worker processes by the thousand: their arrays as plain bytes pickle and unpickle
         # several times faster than as numpy arrays (read-only views come back, which is all anyone needs).
         words = None if self.words is None else (self.words[0].tobytes(), self.words[1].astype(np.int64).tobytes())
+        fingerprints = None if self.fingerprints is None else self.fingerprints.tobytes()
         return _unpickle_sketch, (self.content_hash, self.chars, self.shingles, self.minhash.tobytes(),
-                                  self.sketch.tobytes(), self.simhash, words, self.tokens)
+                                  self.sketch.tobytes(), self.simhash, words, self.tokens, fingerprints)
 
 
-def _unpickle_sketch(content_hash, chars, shingles, minhash, sketch, simhash, words, tokens) -> Sketch:
+def _unpickle_sketch(content_hash, chars, shingles, minhash, sketch, simhash, words, tokens, fingerprints=None) -> Sketch:
     if words is not None:
         words = (np.frombuffer(words[0], dtype=np.uint64), np.frombuffer(words[1], dtype=np.int64))
+    if fingerprints is not None:
+        fingerprints = np.frombuffer(fingerprints, dtype=np.uint32)
     return Sketch(content_hash, chars, shingles, np.frombuffer(minhash, dtype=np.uint32),
-                  np.frombuffer(sketch, dtype=np.uint32), simhash, words, tokens)
+                  np.frombuffer(sketch, dtype=np.uint32), simhash, words, tokens, fingerprints)
 
 
 class Sketcher:
@@ -74,6 +80,7 @@ class Sketcher:
         shingle_sets = self.tokenizer.shingle_sets(batch)  # distinct and sorted: the sketch is their head
         signatures = self.minhasher.signatures(shingle_sets)
         word_counts = self.tokenizer.word_counts(batch)
+        winnows = winnowed(batch, self.settings.containment_ngram, self.settings.winnow_window)
         out = []
         for i, (text, shingles, signature) in enumerate(zip(texts, shingle_sets, signatures)):
             sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
@@ -81,7 +88,7 @@ class Sketcher:
             cjk = batch.is_cjk(i)
             words = None if cjk or not tokens else word_counts[i]
             simhash = self._chinese_simhash(text, tokens) if cjk else None
-            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens))
+            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens, winnows[i]))
         return out
 
     def _chinese_simhash(self, text: str, tokens: int) -> int | None:
@@ -99,12 +106,22 @@ class Sketcher:
 _SKETCHERS: dict[Settings, Sketcher] = {}
 
 
-def sketch_texts(settings: Settings, texts: list[str]) -> list[Sketch]:
-    """Sketches of normalized texts; a module-level function so worker processes can run it."""
+def _sketcher(settings: Settings) -> Sketcher:
     sketcher = _SKETCHERS.get(settings)
     if sketcher is None:
         sketcher = _SKETCHERS[settings] = Sketcher(settings)
-    return sketcher.sketch(texts)
+    return sketcher
+
+
+def sketch_texts(settings: Settings, texts: list[str]) -> list[Sketch]:
+    """Sketches of normalized texts; a module-level function so worker processes can run it."""
+    return _sketcher(settings).sketch(texts)
+
+
+def query_runs(settings: Settings, normalized_text: str) -> np.ndarray:
+    """Every distinct run hash a text's fingerprints are chosen from (containment.py): what a short query looks up."""
+    batch = _sketcher(settings).tokenizer.batch([normalized_text])
+    return run_hashes(batch, 0, settings.containment_ngram)
 
 
 class Fingerprinter:
@@ -119,7 +136,7 @@ class Fingerprinter:
             self.idf.observe([s.words[0] for s in sketches if s.words is not None])
         simhashes = self._simhashes(sketches)
         return [
-            Fingerprint(s.content_hash, s.chars, s.shingles, s.minhash, s.sketch, simhash)
+            Fingerprint(s.content_hash, s.chars, s.shingles, s.minhash, s.sketch, simhash, s.fingerprints)
             for s, simhash in zip(sketches, simhashes)
         ]
 

@@ -13,10 +13,11 @@ import numpy as np
 
 from .cluster import components
 from .config import Settings
+from .containment import ContainmentIndex
 from .fingerprint import Fingerprint, Fingerprinter, Sketch
 from .hashing import slot_hash, to_unsigned64
 from .keyfilter import KeyFilter
-from .lsh import Banding, band_keys
+from .lsh import Candidates, candidate_keys
 from .simhash import block_key_matrix
 from .store import INDEX_KEY_BITS, ContentRow, Store
 from .verify import Signature, Verdict, judge
@@ -51,11 +52,12 @@ FILTER_AFTER_SHARE = 0.25
 
 
 class Indexer:
-    def __init__(self, store: Store, settings: Settings, banding: Banding, fingerprinter: Fingerprinter) -> None:
+    def __init__(self, store: Store, settings: Settings, banding: Candidates, fingerprinter: Fingerprinter) -> None:
         self.store = store
         self.settings = settings
         self.banding = banding
         self.fingerprinter = fingerprinter
+        self.containment = ContainmentIndex(store, settings)
         self._filter: KeyFilter | None = None
         self._filter_version = 0         # the store's data_version the filter is valid for
         self._stored_rows: int | None = None  # index rows when this indexer first looked (not its own)
@@ -80,12 +82,14 @@ class Indexer:
     # --- index keys ---------------------------------------------------------------
 
     def _index_rows(self, fingerprints: dict[int, Fingerprint]) -> tuple[np.ndarray, np.ndarray]:
-        """(content ids, keys) of the index rows of many contents: one per LSH band for a text with shingles,
-        one per SimHash block pair for a text with a SimHash; each key hashes its slot with the value in it."""
+        """(content ids, keys) of the index rows of many contents: one per LSH band (or, with the super-shingles
+        preset, one per pair of super-shingles) for a text with shingles, one per SimHash block pair for a text
+        with a SimHash; each key hashes its slot with the value in it."""
         ids, keys = [np.empty(0, np.int64)], [np.empty(0, np.uint64)]
         with_shingles = [cid for cid, fp in fingerprints.items() if fp.shingles]
         if with_shingles:
-            matrix = band_keys(np.stack([fingerprints[c].minhash for c in with_shingles]), self.banding).view(np.uint64)
+            signatures = np.stack([fingerprints[c].minhash for c in with_shingles])
+            matrix = candidate_keys(signatures, self.banding).view(np.uint64)
             ids.append(np.repeat(np.asarray(with_shingles, np.int64), matrix.shape[1]))
             keys.append(slot_hash(matrix, np.arange(matrix.shape[1]), INDEX_KEY_BITS).ravel())
         with_simhash = [cid for cid, fp in fingerprints.items() if fp.simhash is not None]
@@ -109,6 +113,7 @@ class Indexer:
         fingerprints = self.fingerprinter.batch([sketches[h] for h in fresh])
         content_ids = self.store.insert_contents(fingerprints)
         new_ids: dict[int, Fingerprint] = dict(zip(content_ids, fingerprints))
+        self.containment.add({cid: fp.fingerprints for cid, fp in new_ids.items()})
         for fp, content_id in zip(fingerprints, content_ids):
             known[fp.content_hash] = content_id
         self.store.insert_documents(
@@ -168,6 +173,7 @@ class Indexer:
         rows = self.store.contents(orphans)
         affected = {row.cluster for row in rows.values()}
         self.store.delete_index(*self._index_rows(_fingerprints(rows)))
+        self.containment.remove({cid: row.fingerprints for cid, row in rows.items()})
         for content_id in orphans:
             self.store.delete_content(content_id)
         for cluster in affected:
@@ -185,6 +191,7 @@ class Indexer:
         ids = self.store.all_content_ids()
         for start in range(0, len(ids), 2000):
             new = _fingerprints(self.store.contents(ids[start : start + 2000]))
+            self.containment.add({cid: fp.fingerprints for cid, fp in new.items()})
             self._index_and_link(new)
             if progress:
                 progress(min(start + 2000, len(ids)), len(ids))
@@ -216,7 +223,7 @@ def _unsigned(value: int | None) -> int | None:
 def _fingerprints(rows: dict[int, ContentRow]) -> dict[int, Fingerprint]:
     """Stored contents in the shape the index-row helpers take (their hash is not needed there)."""
     return {
-        cid: Fingerprint(b"", row.chars, row.shingles, row.minhash, row.sketch, _unsigned(row.simhash))
+        cid: Fingerprint(b"", row.chars, row.shingles, row.minhash, row.sketch, _unsigned(row.simhash), row.fingerprints)
         for cid, row in rows.items()
     }
 

@@ -177,10 +177,20 @@ def query_table(hits: list[QueryHit]) -> None:
     if not hits:
         console.print("No near-duplicates found.")
         return
-    table = Table("jaccard", "hamming", "key", "snippet", highlight=False)
+    table = Table(highlight=False)
+    scores = ("jaccard", "contained", "hamming")
+    for name in scores:
+        table.add_column(name, no_wrap=True, min_width=len(name))
+    # The key tells rows apart: it keeps its width, and the snippet gives way (its width is set, or rich would
+    # squeeze the score columns to nothing on a narrow terminal). 3 characters of border and padding a column.
+    fixed = sum(len(name) for name in scores) + 3 * 5 + 1
+    key_width = min(max(len(h.key) for h in hits), max(20, console.width - fixed - 8))
+    table.add_column("key", no_wrap=True, min_width=key_width, max_width=key_width)
+    table.add_column("snippet", no_wrap=True, overflow="ellipsis", max_width=max(8, console.width - fixed - key_width))
     for h in hits:
         table.add_row(
             "exact" if h.exact else f"{h.jaccard:.3f}",
+            "" if h.containment is None else f"{h.containment:.3f}",
             "" if h.hamming is None else str(h.hamming),
             Text(h.key),
             Text(h.snippet[:80]),
@@ -198,11 +208,15 @@ def pairs_jsonl(pairs: Iterable[Pair], out: TextIO | None = None) -> None:
         out.write(json.dumps(asdict(p), ensure_ascii=False) + "\n")
 
 
+PAIR_FIELDS = ("a", "b", "jaccard", "hamming", "exact", "containment")  # jsonl keys and csv columns alike
+
+
 def pairs_csv(pairs: Iterable[Pair], out: TextIO | None = None) -> None:
     writer = csv.writer(out or sys.stdout)
-    writer.writerow(["key_a", "key_b", "jaccard", "hamming"])
+    writer.writerow(PAIR_FIELDS)
     for p in pairs:
-        writer.writerow([p.key_a, p.key_b, p.jaccard, "" if p.hamming is None else p.hamming])
+        writer.writerow([p.a, p.b, p.jaccard, "" if p.hamming is None else p.hamming, "true" if p.exact else "false",
+                         "" if p.containment is None else p.containment])
 
 
 # --- stats -------------------------------------------------------------------
@@ -217,6 +231,22 @@ def stats_table(stats: dict) -> None:
             value = ", ".join(f"{k}={v}" for k, v in value.items())
         table.add_row(name.replace("_", " "), Text(str(value)))
     console.print(table)
+
+
+def candidate_curves(curves: list[dict], threshold: float) -> None:
+    """The S-curves of Database.candidate_curves side by side, this store's scheme marked, and what a pair at the
+    threshold can expect under it."""
+    table = Table("Jaccard", *(f"{c['preset']}{' (this store)' if c['this_store'] else ''}\n{c['scheme']}"
+                               for c in curves), title="Chance that a pair becomes a candidate", highlight=False)
+    for j in curves[0]["probability"]:
+        table.add_row(j, *(f"{c['probability'][j]:.3g}" for c in curves))
+    console.print(table)
+    mine = next(c for c in curves if c["this_store"])
+    console.print(
+        f"A pair at the threshold {threshold} becomes a candidate with probability {mine['at_threshold']:.3g} "
+        f"({mine['preset']}); candidates are then verified by their Jaccard similarity.",
+        highlight=False,
+    )
 
 
 # --- filter ------------------------------------------------------------------
@@ -395,6 +425,7 @@ def journal_table(batches) -> None:
 _CHECK_HINTS = {
     "integrity": "the file itself is damaged: restore it from a backup, or add the files again into a new database",
     "index_rows": "'dedupdb reindex' rebuilds index rows, pairs and clusters from the stored signatures",
+    "containment_rows": "'dedupdb reindex' rebuilds containment rows from the fingerprints each text keeps",
     "pairs": "'dedupdb reindex' rebuilds index rows, pairs and clusters from the stored signatures",
     "clusters": "'dedupdb reindex' rebuilds index rows, pairs and clusters from the stored signatures",
 }

@@ -16,7 +16,7 @@ import sqlite_utils
 
 from . import migrate
 from .errors import DatabaseError
-from .hashing import distinct
+from .hashing import distinct, distinct_counts
 
 _CHUNK = 500  # bound on SQL variables per statement
 PAGE_SIZE = 16384
@@ -55,6 +55,7 @@ class ContentRow:
     simhash: int | None
     cluster: int
     documents: int
+    fingerprints: np.ndarray | None = None  # winnowed (containment.py); None when stored before they existed
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class DocumentRow:
 # Index rows carry the content id in their low bits (see index_and_match), so a store holds at most
 # 2**30 - 1 contents.
 CONTENT_ID_BITS = 30
+_ROW_TABLES = ("index_keys", "containment_keys")  # the tables of packed rows
 INDEX_KEY_BITS = 63 - CONTENT_ID_BITS
 _CONTENT_ID_MASK = (1 << CONTENT_ID_BITS) - 1
 
@@ -93,6 +95,14 @@ def _array(blob: bytes) -> np.ndarray:
 
 def _blob(values: np.ndarray) -> bytes:
     return values.astype("<u4").tobytes()
+
+
+def _optional_array(blob: bytes | None) -> np.ndarray | None:
+    return None if blob is None else _array(blob)
+
+
+def _optional_blob(values: np.ndarray | None) -> bytes | None:
+    return None if values is None else _blob(values)
 
 
 # --- errors ------------------------------------------------------------------
@@ -561,7 +571,7 @@ class Store:
     def forget_signatures(self) -> None:
         """Drop every document, content, index row and pair, and make every file read as changed (size 0, no
         digest), so the next add of it reads it again from its first byte."""
-        for table in ("pairs", "index_keys", "documents", "contents"):
+        for table in ("pairs", "index_keys", "containment_keys", "documents", "contents"):
             self.conn.execute(f"DELETE FROM {table}")
         self.conn.execute("UPDATE files SET size = 0, mtime_ns = 0, digest = '', records = 0")
 
@@ -645,10 +655,11 @@ class Store:
         if ids[-1] > _CONTENT_ID_MASK:
             raise DatabaseError(f"{self.path} is full: it holds at most {_CONTENT_ID_MASK:,} distinct texts")
         self.conn.executemany(
-            "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
             [
-                (i, fp.content_hash, fp.chars, fp.shingles, _blob(fp.minhash), _blob(fp.sketch), fp.simhash_signed, i)
+                (i, fp.content_hash, fp.chars, fp.shingles, _blob(fp.minhash), _blob(fp.sketch), fp.simhash_signed, i,
+                 _optional_blob(fp.fingerprints))
                 for i, fp in zip(ids, fingerprints)
             ],
         )
@@ -672,12 +683,12 @@ class Store:
         out: dict[int, ContentRow] = {}
         for chunk in _chunks(ids):
             rows = self._q(
-                "SELECT id, chars, shingles, minhash, sketch, simhash, cluster, documents FROM contents "
+                "SELECT id, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints FROM contents "
                 f"WHERE id IN ({_marks(len(chunk))})",
                 chunk,
             )
             for r in rows:
-                out[r[0]] = ContentRow(r[0], r[1], r[2], _array(r[3]), _array(r[4]), r[5], r[6], r[7])
+                out[r[0]] = ContentRow(r[0], r[1], r[2], _array(r[3]), _array(r[4]), r[5], r[6], r[7], _optional_array(r[8]))
         return out
 
     def sketches(self, content_ids: Iterable[int]) -> dict[int, tuple[np.ndarray, int | None]]:
@@ -758,8 +769,87 @@ class Store:
 
     def clear_index(self) -> None:
         self.conn.execute("DELETE FROM index_keys")
+        self.conn.execute("DELETE FROM containment_keys")  # rebuilt too, from each content's fingerprints
         self.conn.execute("DELETE FROM pairs")
         self.conn.execute("UPDATE contents SET cluster = id")
+
+    # --- containment rows ------------------------------------------------------
+    #
+    # Winnowed fingerprints (containment.py), packed like the index rows: (32-bit hash << 30) | content id, in a
+    # table of their own. They follow from the text alone, so a rebuild of the index keeps them.
+
+    def insert_containment(self, content_ids: np.ndarray, keys: np.ndarray) -> None:
+        if len(keys):
+            self.conn.execute(
+                "INSERT OR IGNORE INTO containment_keys (entry) SELECT value FROM json_each(?)",
+                (_json_ints(distinct(_entries(content_ids, keys))),),
+            )
+
+    def delete_containment(self, content_ids: np.ndarray, keys: np.ndarray) -> None:
+        if len(keys):
+            self.conn.execute(
+                "DELETE FROM containment_keys WHERE entry IN (SELECT value FROM json_each(?))",
+                (_json_ints(_entries(content_ids, keys)),),
+            )
+
+    def containment_postings(self, keys: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(keys, content ids) of the stored rows under those of these keys that hold at most `limit` rows, and the
+        keys that hold more. Each key is one range probe that stops after limit + 1 rows; all come back as one
+        string of integers."""
+        empty = np.empty(0, np.uint64)
+        if len(keys) == 0:
+            return empty, np.empty(0, np.int64), empty
+        starts = distinct(np.asarray(keys, dtype=np.uint64)).astype(np.int64) << CONTENT_ID_BITS
+        text = self._q(
+            "SELECT group_concat(e) FROM (SELECT (SELECT group_concat(entry) FROM (SELECT entry FROM containment_keys "
+            "WHERE entry BETWEEN j.value AND j.value + ? LIMIT ?)) AS e FROM json_each(?) j)",
+            (_CONTENT_ID_MASK, limit + 1, _json_ints(starts)),
+        ).fetchone()[0]
+        entries = np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, np.int64)
+        found, counts = distinct_counts(entries >> CONTENT_ID_BITS)
+        common = found[counts > limit]
+        entries = entries[~np.isin(entries >> CONTENT_ID_BITS, common)]
+        return (entries >> CONTENT_ID_BITS).astype(np.uint64), entries & _CONTENT_ID_MASK, common.astype(np.uint64)
+
+    def containment_sides(self, content_ids: Iterable[int]) -> dict[int, tuple[int, np.ndarray, np.ndarray | None, int | None]]:
+        """(shingles, sketch, fingerprints or None, signed SimHash) of contents: what comparing them needs."""
+        out = {}
+        for chunk in _chunks(list(content_ids)):
+            rows = self._q(
+                f"SELECT id, shingles, sketch, fingerprints, simhash FROM contents WHERE id IN ({_marks(len(chunk))})",
+                chunk,
+            )
+            out.update((r[0], (r[1], _array(r[2]), _optional_array(r[3]), r[4])) for r in rows)
+        return out
+
+    def containment_sizes(self, content_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
+        """(distinct shingles, fingerprints) of contents (0 fingerprints for one stored before they existed)."""
+        out = {}
+        for chunk in _chunks(list(content_ids)):
+            out.update((r[0], (r[1], r[2])) for r in self._q(
+                f"SELECT id, shingles, coalesce(length(fingerprints), 0) / 4 FROM contents WHERE id IN ({_marks(len(chunk))})",
+                chunk,
+            ))
+        return out
+
+    def set_fingerprints(self, fingerprints: dict[int, np.ndarray]) -> None:
+        """Store the fingerprints of contents that had none (their rows are the caller's to insert)."""
+        self.conn.executemany(
+            "UPDATE contents SET fingerprints = ? WHERE id = ? AND fingerprints IS NULL",
+            [(_blob(fp), cid) for cid, fp in fingerprints.items()],
+        )
+
+    def without_fingerprints(self, after: int = 0, limit: int = -1) -> list[int]:
+        """Ids of contents stored before fingerprints existed, in order (from a partial index of just them)."""
+        return [r[0] for r in self._q(
+            "SELECT id FROM contents WHERE fingerprints IS NULL AND id > ? ORDER BY id LIMIT ?", (after, limit)
+        )]
+
+    def count_without_fingerprints(self) -> int:
+        return self._q("SELECT count(*) FROM contents WHERE fingerprints IS NULL").fetchone()[0]
+
+    def containment_rows(self) -> int:
+        return self._q("SELECT count(*) FROM containment_keys").fetchone()[0]
 
     # --- pairs ---------------------------------------------------------------
 
@@ -777,13 +867,48 @@ class Store:
             edges.extend((a, b) for a, b in rows if b in members)
         return edges
 
-    def iter_pairs(self) -> Iterator[tuple]:
-        """Every verified pair with both sides' first document key: (key_a, key_b, jaccard, hamming, a, b)."""
-        yield from self._q(
-            "SELECT (SELECT min(key) FROM documents WHERE content_id = p.a), "
-            "(SELECT min(key) FROM documents WHERE content_id = p.b), p.jaccard, p.hamming, p.a, p.b "
-            "FROM pairs p ORDER BY p.jaccard DESC, p.a, p.b"
-        )
+    def content_id_chunks(self, size: int = 1000) -> Iterator[list[int]]:
+        """Every content id, ascending, size of them at a time (read from the documents' content index, not from
+        the wide content rows)."""
+        last = 0
+        while True:
+            ids = [r[0] for r in self._q(
+                "SELECT DISTINCT content_id FROM documents WHERE content_id > ? ORDER BY content_id LIMIT ?", (last, size)
+            )]
+            if not ids:
+                return
+            yield ids
+            last = ids[-1]
+
+    def pairs_from(self, content_ids: list[int]) -> list[tuple[int, int, float, int | None]]:
+        """(a, b, jaccard, hamming) of the stored pairs whose a is one of these contents, by a then b."""
+        out = []
+        for chunk in _chunks(content_ids):
+            out += self._q(
+                f"SELECT a, b, jaccard, hamming FROM pairs WHERE a IN ({_marks(len(chunk))}) ORDER BY a, b", chunk
+            ).fetchall()
+        return sorted(out)
+
+    def document_keys(self, content_ids: Iterable[int]) -> dict[int, list[str]]:
+        """The keys of each content's documents, sorted."""
+        out: dict[int, list[str]] = {}
+        for chunk in _chunks(list(content_ids)):
+            rows = self._q(
+                f"SELECT content_id, key FROM documents WHERE content_id IN ({_marks(len(chunk))}) ORDER BY content_id, key",
+                chunk,
+            )
+            for content_id, key in rows:
+                out.setdefault(content_id, []).append(key)
+        return out
+
+    def with_simhash(self, content_ids: Iterable[int]) -> set[int]:
+        """Those of these contents that have a SimHash."""
+        out: set[int] = set()
+        for chunk in _chunks(list(content_ids)):
+            out.update(r[0] for r in self._q(
+                f"SELECT id FROM contents WHERE simhash IS NOT NULL AND id IN ({_marks(len(chunk))})", chunk
+            ))
+        return out
 
     def pair_scores(self, content_ids: list[int]) -> dict[tuple[int, int], tuple[float, int | None]]:
         members = set(content_ids)
@@ -960,20 +1085,24 @@ class Store:
         last = -1
         while True:
             rows = self._q(
-                "SELECT id, chars, shingles, minhash, sketch, simhash, cluster, documents FROM contents "
+                "SELECT id, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints FROM contents "
                 "WHERE id > ? ORDER BY id LIMIT ?",
                 (last, size),
             ).fetchall()
             if not rows:
                 return
-            yield {r[0]: ContentRow(r[0], r[1], r[2], _array(r[3]), _array(r[4]), r[5], r[6], r[7]) for r in rows}
+            yield {
+                r[0]: ContentRow(r[0], r[1], r[2], _array(r[3]), _array(r[4]), r[5], r[6], r[7], _optional_array(r[8]))
+                for r in rows
+            }
             last = rows[-1][0]
 
-    def index_entry_chunks(self, size: int = 1 << 18) -> Iterator[np.ndarray]:
+    def index_entry_chunks(self, size: int = 1 << 18, table: str = "index_keys") -> Iterator[np.ndarray]:
         """Every stored index row ((key << 30) | content id, int64) in order, size of them at a time: one pass
         over the table in rowid ranges, each page of rows one string of integers (half the time of a tuple
         per row)."""
-        sql = "SELECT group_concat(entry) FROM (SELECT entry FROM index_keys WHERE entry {} ? ORDER BY entry LIMIT ?)"
+        assert table in _ROW_TABLES
+        sql = f"SELECT group_concat(entry) FROM (SELECT entry FROM {table} WHERE entry {{}} ? ORDER BY entry LIMIT ?)"
         last, above = -(1 << 63), ">="
         while True:
             text = self._q(sql.format(above), (last, size)).fetchone()[0]
@@ -983,13 +1112,22 @@ class Store:
             yield chunk
             last, above = int(chunk[-1]), ">"
 
-    def stored_entries(self, entries: np.ndarray) -> np.ndarray:
+    def containment_entry_chunks(self, size: int = 1 << 18) -> Iterator[np.ndarray]:
+        """index_entry_chunks() of the containment rows."""
+        return self.index_entry_chunks(size, "containment_keys")
+
+    def stored_containment_entries(self, entries: np.ndarray) -> np.ndarray:
+        """stored_entries() of the containment rows."""
+        return self.stored_entries(entries, "containment_keys")
+
+    def stored_entries(self, entries: np.ndarray, table: str = "index_keys") -> np.ndarray:
         """Those of these index rows the table holds (a rowid lookup each)."""
+        assert table in _ROW_TABLES
         if len(entries) == 0:
             return np.empty(0, np.int64)
         row = self._q(
             "SELECT json_group_array(j.value) FROM json_each(?) j "
-            "WHERE EXISTS (SELECT 1 FROM index_keys i WHERE i.entry = j.value)",
+            f"WHERE EXISTS (SELECT 1 FROM {table} i WHERE i.entry = j.value)",
             (_json_ints(np.asarray(entries, np.int64)),),
         ).fetchone()
         return np.array(json.loads(row[0]), dtype=np.int64)

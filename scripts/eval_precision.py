@@ -44,6 +44,7 @@ answer standing for its task's source).
     python scripts/eval_precision.py                      # every corpus, about 4 minutes on 2 cores
     python scripts/eval_precision.py --quick              # small samples, under a minute
     python scripts/eval_precision.py --corpora sophon,thucnews --examples 5 --json out.json
+    python scripts/eval_precision.py --presets banding,super-shingles   # both candidate schemes, same documents
 """
 
 from __future__ import annotations
@@ -472,15 +473,17 @@ def ordered(a: str, b: str) -> tuple[str, str]:
     return (a, b) if a < b else (b, a)
 
 
-def dedupdb_pairs(texts: dict[str, str], workdir: Path, threshold: float | None) -> tuple[PairScores, dict]:
-    """Document-level pairs of a fresh dedupdb store holding texts: pairs of contents (jaccard, hamming from the
-    pairs table) and documents sharing one content ("exact"). Also returns the store's settings and banding."""
+def dedupdb_pairs(texts: dict[str, str], workdir: Path, threshold: float | None,
+                  preset: str | None = None) -> tuple[PairScores, dict]:
+    """Document-level pairs of a fresh dedupdb store holding texts, made with the given preset (None: the
+    library's default): pairs of contents (jaccard, hamming from the pairs table) and documents sharing one
+    content ("exact"). Also returns the store's settings, candidate scheme and index rows."""
     corpus = workdir / "docs.jsonl"
     with corpus.open("w", encoding="utf-8") as fh:
         for doc_id, text in texts.items():
             fh.write(json.dumps({"id": doc_id, "text": text}, ensure_ascii=False) + "\n")
     db_path = workdir / "store.sqlite"
-    with dedupdb.open(db_path, threshold=threshold) as db:
+    with dedupdb.open(db_path, threshold=threshold, preset=preset) as db:
         summary = db.add([corpus], records=RecordOptions("jsonl", "text", "id"))
         failed = summary.counts().get("failed", 0)
         if failed:
@@ -489,8 +492,9 @@ def dedupdb_pairs(texts: dict[str, str], workdir: Path, threshold: float | None)
         docs = conn.execute("SELECT record, content_id FROM documents").fetchall()
         shingles = dict(conn.execute("SELECT id, shingles FROM contents").fetchall())
         rows = conn.execute("SELECT a, b, jaccard, hamming FROM pairs").fetchall()
-        info = {"threshold": db.settings.threshold, "bands": db.banding.bands, "rows": db.banding.rows,
-                "documents": len(docs), "contents": len(shingles), "content_pairs": len(rows)}
+        info = {"threshold": db.settings.threshold, "preset": db.settings.preset, "scheme": db.banding.describe(),
+                "index_rows": db.store.index_rows(), "documents": len(docs), "contents": len(shingles),
+                "content_pairs": len(rows)}
     missing = set(texts) - {d for d, _ in docs}
     if missing:
         raise RuntimeError(f"{len(missing)} documents are not in the store, e.g. {sorted(missing)[:3]}")
@@ -547,14 +551,25 @@ def datasketch_pairs(texts: dict[str, str], lang: str, scheme: str) -> PairScore
     return pairs
 
 
+def dedupdb_system(preset: str) -> str:
+    """The name a dedupdb preset's figures go under: 'dedupdb' for the default banding."""
+    return "dedupdb" if preset == dedupdb.config.PRESET_BANDING else f"dedupdb:{preset}"
+
+
 def run_systems(texts: dict[str, str], lang: str, args, label: str) -> dict[str, tuple[PairScores, dict, float]]:
-    """system -> (pairs, info, seconds) for dedupdb and both datasketch schemes on the same documents."""
+    """system -> (pairs, info, seconds) for dedupdb (one store per preset) and both datasketch schemes on the same
+    documents."""
     out = {}
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="dedupdb-precision-") as tmp:
-        pairs, info = dedupdb_pairs(texts, Path(tmp), args.threshold)
-    out["dedupdb"] = (pairs, info, time.perf_counter() - started)
-    log(f"{label}: dedupdb {len(pairs):,} document pairs ({out['dedupdb'][2]:.1f}s)")
+    for preset in args.presets:
+        system = dedupdb_system(preset)
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="dedupdb-precision-") as tmp:
+            pairs, info = dedupdb_pairs(texts, Path(tmp), args.threshold, preset)
+        out[system] = (pairs, info, time.perf_counter() - started)
+        log(f"{label}: {system} {len(pairs):,} document pairs ({out[system][2]:.1f}s, {info['scheme']}, "
+            f"{info['index_rows']:,} index rows)")
+    if args.no_datasketch:
+        return out
     for scheme in SYSTEMS[1:]:
         started = time.perf_counter()
         pairs = datasketch_pairs(texts, lang, scheme)
@@ -628,7 +643,7 @@ def evaluate_corpus(name: str, args) -> dict[str, dict]:
     out = {}
     for system, (pairs, info, seconds) in run_systems(sample.texts, sample.lang, args, name).items():
         scores, false = score_sample(sample, pairs, args)
-        if system == "dedupdb":
+        if system.startswith("dedupdb"):
             scores.update(dedupdb_breakdown(false, pairs, info["threshold"]))
         out[system] = {"documents": len(sample.texts), "originals": sample.originals,
                        "distractors": sample.distractors, "seconds": round(seconds, 1), **info, **scores}
@@ -781,11 +796,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--min-tokens", type=int, default=10, help="originals have at least this many words / CJK chars")
     p.add_argument("--seed", type=int, default=1, help="sampling and edit seed")
     p.add_argument("--threshold", type=float, default=None, help="dedupdb threshold (default: the library's)")
+    p.add_argument("--presets", default="banding",
+                   help="comma-separated dedupdb presets, each a system of its own, all on the same documents: "
+                        "banding (system 'dedupdb'), super-shingles (system 'dedupdb:super-shingles')")
+    p.add_argument("--no-datasketch", action="store_true", help="measure dedupdb only")
     p.add_argument("--examples", type=int, default=0, help="print this many sampled false pairs per corpus and system")
     p.add_argument("--json", type=Path, default=None, help="write every figure and example here")
     p.add_argument("--quick", action="store_true", help="200 originals and 1,000 distractors per corpus")
     args = p.parse_args(argv)
     args.corpora = [c.strip() for c in args.corpora.split(",") if c.strip()]
+    args.presets = [x.strip() for x in args.presets.split(",") if x.strip()]
+    wrong = [x for x in args.presets if x not in dedupdb.config.PRESETS]
+    if wrong or not args.presets:
+        p.error(f"unknown presets {wrong}; choose from {', '.join(dedupdb.config.PRESETS)}")
     unknown = [c for c in args.corpora if c not in CORPORA]
     if unknown:
         p.error(f"unknown corpora {unknown}; choose from {', '.join(CORPORA)}")
@@ -798,7 +821,8 @@ def main(argv=None) -> None:
     """Evaluate every chosen corpus, print the tables and write --json."""
     args = parse_args(argv)
     started = time.perf_counter()
-    print(f"dedupdb {dedupdb.__version__} ({revision()}), threshold {args.threshold or 'default'}; datasketch "
+    print(f"dedupdb {dedupdb.__version__} ({revision()}), threshold {args.threshold or 'default'}, presets "
+          f"{', '.join(args.presets)}; datasketch "
           f"MinHashLSH t={DS_THRESHOLD} perm={DS_PERM}; {args.originals} originals + {args.distractors} distractors "
           f"per corpus, seed {args.seed}")
     results = {}

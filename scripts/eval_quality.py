@@ -277,7 +277,7 @@ def _save_file(store, path: str) -> int:
 
 
 def reported_pairs(db) -> list[tuple[str, str, float, int | None]]:
-    return [(p.key_a, p.key_b, p.jaccard, p.hamming) for p in db.pairs()]
+    return [(p.a, p.b, p.jaccard, p.hamming) for p in db.pairs(by="content")]  # one key per distinct text
 
 
 # --- A: fidelity to exact Jaccard ----------------------------------------------------------------------

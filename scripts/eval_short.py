@@ -131,7 +131,7 @@ def long_document_cost(limit: int, settings: dict) -> tuple[int, int, int]:
         with dedupdb.open(Path(tmp) / "long.db", **settings) as db:
             db.add([corpus], records=RecordOptions("jsonl"))
             threshold = db.settings.threshold
-            pairs = list(db.pairs())
+            pairs = list(db.pairs(by="content"))  # stored pairs of distinct texts
     simhash_only = [p for p in pairs if p.jaccard < threshold]
     return len(pairs), len(simhash_only), sum(1 for p in simhash_only if p.jaccard < 0.3)
 

@@ -37,6 +37,20 @@ def test_bloom_never_forgets_and_errs_within_its_rate():
     assert abs(bloom.expected_false_positive_rate(n) - rate) < 0.002
 
 
+def test_bloom_membership_adds_nothing_and_agrees_with_add_new():
+    rng = np.random.default_rng(7)
+    bloom = BloomFilter(5_000, 0.01)
+    h1, h2 = rng.integers(0, 2**63, 5_000, dtype=np.uint64), rng.integers(0, 2**63, 5_000, dtype=np.uint64)
+    assert not bloom.may_contain(h1, h2).any()  # an empty filter holds nothing
+    bloom.add_new(h1[:2_500], h2[:2_500])
+    count, fill = bloom.count, bloom.fill_ratio
+    assert bloom.may_contain(h1[:2_500], h2[:2_500]).all()
+    others = bloom.may_contain(h1[2_500:], h2[2_500:])
+    assert others.mean() < 0.01 and (bloom.count, bloom.fill_ratio) == (count, fill)
+    assert (bloom.add_new(h1[2_500:], h2[2_500:]) == others).all()
+    assert len(bloom.may_contain(h1[:0], h2[:0])) == 0
+
+
 def _run(text: str, **kwargs) -> tuple[str, object, str]:
     out, dropped = io.StringIO(), io.StringIO()
     options = FilterOptions(**kwargs)

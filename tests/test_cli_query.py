@@ -56,8 +56,12 @@ def test_query_from_file_and_stdin(cli, indexed, tmp_path):
 def test_query_top_and_threshold(cli, indexed):
     hits = json.loads(cli("query", ENGLISH, "--top", "1", "--format", "json").stdout)
     assert len(hits) == 1
-    hits = json.loads(cli("query", ENGLISH_EDITED, "--threshold", "0.99", "--format", "json").stdout)
+    hits = json.loads(cli("query", ENGLISH_EDITED, "--threshold", "0.99", "--containment", "0", "--format", "json").stdout)
     assert _names(hits) == ["report-edited.md"]
+    # The threshold is the Jaccard's: documents holding most of the text are still listed, by containment.
+    hits = json.loads(cli("query", ENGLISH_EDITED, "--threshold", "0.99", "--format", "json").stdout)
+    assert _names(hits)[0] == "report-edited.md" and {"report.txt", "report copy.txt"} <= set(_names(hits))
+    assert all(h["containment"] >= 0.5 for h in hits)
 
 
 def test_query_unrelated_text_finds_nothing(cli, indexed):
@@ -81,11 +85,13 @@ def test_query_empty_store(cli, tmp_path):
 def test_pairs_jsonl_and_csv(cli, indexed):
     lines = cli("pairs").stdout.strip().splitlines()
     pairs = [json.loads(line) for line in lines]
-    names = {frozenset(k.rsplit("/", 1)[-1] for k in (p["key_a"], p["key_b"])) for p in pairs}
-    assert frozenset({"report.txt", "report-edited.md"}) in names or frozenset({"report copy.txt", "report-edited.md"}) in names
-    assert all(p["jaccard"] >= 0.5 for p in pairs)
+    names = {frozenset(k.rsplit("/", 1)[-1] for k in (p["a"], p["b"])) for p in pairs}
+    # Document pairs: both copies of the report pair with its edit, and with each other as exact copies.
+    assert {frozenset({"report.txt", "report-edited.md"}), frozenset({"report copy.txt", "report-edited.md"}),
+            frozenset({"report.txt", "report copy.txt"})} <= names
+    assert all(p["jaccard"] >= 0.5 and p["a"] < p["b"] for p in pairs)
     rows = list(csv.DictReader(io.StringIO(cli("pairs", "--format", "csv").stdout)))
-    assert len(rows) == len(pairs) and set(rows[0]) == {"key_a", "key_b", "jaccard", "hamming"}
+    assert len(rows) == len(pairs) and list(rows[0]) == ["a", "b", "jaccard", "hamming", "exact", "containment"]
 
 
 def test_report_table_and_csv(cli, indexed):

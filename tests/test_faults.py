@@ -72,7 +72,7 @@ def _sound(db: Path, note: str) -> None:
 
 def _numbers(db: Path) -> tuple:
     stats = json.loads(_run("stats", "--format", "json", db=db).stdout)
-    pairs = sorted(json.loads(line)["key_a"] + " " + json.loads(line)["key_b"] for line in _run("pairs", db=db).stdout.splitlines())
+    pairs = sorted(json.loads(line)["a"] + " " + json.loads(line)["b"] for line in _run("pairs", db=db).stdout.splitlines())
     return stats["documents"], stats["contents"], stats["pairs"], pairs
 
 

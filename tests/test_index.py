@@ -47,7 +47,7 @@ def test_vanished_bridge_splits_cluster(tmp_path, db_path):
         write(folder / name, text)
     with dedupdb.open(db_path, threshold=0.7) as db:
         db.add([folder])
-        keys = {frozenset(k.rsplit("/", 1)[-1] for k in (p.key_a, p.key_b)) for p in db.pairs()}
+        keys = {frozenset(k.rsplit("/", 1)[-1] for k in (p.a, p.b)) for p in db.pairs()}
         assert {frozenset({"a.txt", "b.txt"}), frozenset({"b.txt", "c.txt"})} <= keys
         assert frozenset({"a.txt", "c.txt"}) not in keys
         assert _cluster_sets(db) == [{"a.txt", "b.txt", "c.txt"}]
@@ -205,7 +205,7 @@ def test_ingest_with_the_key_filter_finds_what_probing_everything_finds(tmp_path
         with dedupdb.open(tmp_path / f"{filtered}.db") as db:
             db.add([folder], workers=0)
             assert (db.indexer._filter is not None) == filtered
-            found.append(sorted((p.key_a.rsplit("/")[-1], p.key_b.rsplit("/")[-1], p.jaccard) for p in db.pairs()))
+            found.append(sorted((p.a.rsplit("/")[-1], p.b.rsplit("/")[-1], p.jaccard) for p in db.pairs()))
     assert found[0] == found[1] and len(found[0]) >= len(WORDS) - 1
 
 

@@ -62,7 +62,9 @@ def _as_schema_2(db_path) -> None:
         " PRIMARY KEY (band, key, content_id)) WITHOUT ROWID;"
         "CREATE TABLE simhash_blocks (block INTEGER NOT NULL, value INTEGER NOT NULL, content_id INTEGER NOT NULL,"
         " PRIMARY KEY (block, value, content_id)) WITHOUT ROWID;"
-        "DELETE FROM pairs; UPDATE contents SET cluster = id; PRAGMA user_version = 2; COMMIT;"
+        "DELETE FROM pairs; UPDATE contents SET cluster = id;"
+        "DROP TABLE containment_keys; DROP INDEX contents_without_fingerprints; ALTER TABLE contents DROP COLUMN fingerprints;"
+        "PRAGMA user_version = 2; COMMIT;"
     )
     conn.close()
 
@@ -75,7 +77,7 @@ def test_schema_2_database_is_migrated_and_its_index_rebuilt(tmp_path, db_path, 
         write(folder / f"{name}.txt", text)
     with dedupdb.open(db_path) as db:
         db.add([folder])
-        before = sorted((p.key_a, p.key_b, p.jaccard) for p in db.pairs())
+        before = sorted((p.a, p.b, p.jaccard) for p in db.pairs())
         rows = db.store.index_rows()
     assert len(before) == 2
     _as_schema_2(db_path)
@@ -85,7 +87,7 @@ def test_schema_2_database_is_migrated_and_its_index_rebuilt(tmp_path, db_path, 
     with dedupdb.open(db_path) as db:
         assert migrate.schema_version(db.store.conn) == len(migrate.available())
         assert db.store.read_meta()["index.rebuild"] == "0"
-        assert sorted((p.key_a, p.key_b, p.jaccard) for p in db.pairs()) == before
+        assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before
         assert db.store.index_rows() == rows
         assert db.query(ENGLISH_EDITED)[0].path.endswith("b.txt")
 

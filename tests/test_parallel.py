@@ -39,7 +39,7 @@ def test_ingest_with_workers_matches_ingest_without(tmp_path, monkeypatch):
         with dedupdb.open(tmp_path / f"w{workers}.db") as db:
             summary = db.add([path], records=RecordOptions("jsonl", id_field="id"), workers=workers)
             assert summary.records == 302
-            pairs = sorted((p.key_a.rsplit("#")[-1], p.key_b.rsplit("#")[-1], p.jaccard, p.hamming) for p in db.pairs())
+            pairs = sorted((p.a.rsplit("#")[-1], p.b.rsplit("#")[-1], p.jaccard, p.hamming) for p in db.pairs())
             clusters = sorted(sorted(m.key.rsplit("#")[-1] for m in c.members) for c in db.clusters())
             results.append((pairs, clusters))
     assert results[0] == results[1]

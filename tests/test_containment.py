@@ -1,0 +1,259 @@
+"""Document pairs (exact copies included) and containment: excerpts, truncated copies and merged texts."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import random
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dedupdb
+from dedupdb import migrate
+from dedupdb.containment import Side, containment, winnowed
+from dedupdb.hashing import distinct
+from dedupdb.tokens import Tokenizer, shingle_hashes
+
+from .conftest import ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+
+VOCABULARY = [f"word{i}" for i in range(5000)]
+
+
+def _words(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    return [rng.choice(VOCABULARY) for _ in range(count)]
+
+
+@pytest.fixture
+def library(tmp_path) -> Path:
+    """Long texts, a truncated copy of one, two merged into one, exact copies of another, and short texts."""
+    root = tmp_path / "library"
+    long = {f"long{i}.txt": _words(i, 400) for i in range(6)}
+    for name, words in long.items():
+        write(root / name, " ".join(words))
+    write(root / "truncated.txt", " ".join(long["long0.txt"][:180]))  # 45% of it: Jaccard 0.45
+    write(root / "merged.txt", " ".join(long["long1.txt"] + long["long2.txt"]))
+    write(root / "copies" / "a.txt", " ".join(long["long3.txt"]))
+    write(root / "copies" / "b.txt", " ".join(long["long3.txt"]))
+    write(root / "short.txt", ENGLISH)
+    write(root / "short-edited.txt", ENGLISH_EDITED)
+    write(root / "weather.txt", ENGLISH_OTHER)
+    return root
+
+
+@pytest.fixture
+def indexed(cli, library) -> Path:
+    result = cli("add", str(library), "--workers", "0")
+    assert result.exit_code == 0, result.output
+    return library
+
+
+def _name(key: str) -> str:
+    return key.rsplit("/", 1)[-1]
+
+
+def _pairs(cli, *args: str) -> list[dict]:
+    result = cli("pairs", *args)
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def _named(pairs: list[dict]) -> dict[frozenset, dict]:
+    return {frozenset((_name(p["a"]), _name(p["b"]))): p for p in pairs}
+
+
+# --- winnowing ----------------------------------------------------------------------------------------------
+
+
+def test_winnowing_keeps_the_minimum_of_every_window_and_finds_every_long_shared_run():
+    tokenizer = Tokenizer(2, 2)
+    rng = random.Random(5)
+    texts = [" ".join(rng.choice(VOCABULARY[:60]) for _ in range(rng.randrange(0, 80))) for _ in range(200)]
+    batch = tokenizer.batch(texts)
+    for ngram, window in ((4, 9), (2, 8), (1, 1)):
+        got = winnowed(batch, ngram, window)
+        for i in range(len(texts)):
+            runs = shingle_hashes(batch.hashes[batch.bounds[i] : batch.bounds[i + 1]], ngram)
+            if len(runs) < window:
+                expected = runs[:0] if len(runs) == 0 else np.array([runs.min()], np.uint32)
+            else:
+                expected = distinct(np.array([runs[j : j + window].min() for j in range(len(runs) - window + 1)]))
+            assert np.array_equal(got[i], expected), (ngram, window, i)
+    # Two texts sharing a run of window + ngram - 1 tokens share a fingerprint, wherever the run lies.
+    for seed in range(30):
+        shared = _words(1000 + seed, 12)
+        a = _words(2000 + seed, 50) + shared + _words(3000 + seed, 7)
+        b = _words(4000 + seed, 3) + shared + _words(5000 + seed, 90)
+        fa, fb = winnowed(tokenizer.batch([" ".join(a), " ".join(b)]), 4, 9)
+        assert len(np.intersect1d(fa, fb)) >= 1
+
+
+def test_containment_is_exact_for_small_texts_and_uses_fingerprints_for_a_passage_in_a_long_one():
+    small = Side(3, np.array([1, 5, 9], np.uint32), np.array([5], np.uint32))
+    large = Side(4, np.array([1, 5, 7, 9], np.uint32), np.array([5, 7], np.uint32))
+    assert containment(small, large, 1024) == 1.0 and containment(large, small, 1024) == 0.75
+    # A sketch of 8 hashes standing for 100 shingles covers only hashes up to 80: none of the passage's lie there,
+    # so its fingerprints decide (all of them are among the long text's).
+    passage = Side(10, np.arange(100, 110, dtype=np.uint32), np.array([104, 107], np.uint32))
+    long = Side(100, np.arange(10, 90, 10, dtype=np.uint32), np.array([3, 104, 107, 500], np.uint32))
+    assert containment(passage, long, 8) == 1.0
+
+
+# --- document pairs -----------------------------------------------------------------------------------------
+
+
+def test_pairs_are_document_pairs_with_exact_copies(cli, indexed, db_path):
+    pairs = _named(_pairs(cli))
+    copies = pairs[frozenset(("a.txt", "b.txt"))]
+    assert copies["exact"] is True and copies["jaccard"] == 1.0 and copies["containment"] == 1.0
+    assert copies["hamming"] == 0  # both have the one SimHash
+    near = pairs[frozenset(("short.txt", "short-edited.txt"))]
+    assert near["exact"] is False and 0.5 <= near["jaccard"] < 1.0 and near["containment"] is None
+    assert all(p["a"] < p["b"] for p in pairs.values())
+    # The library lists the same, lazily; a text with k documents gives k(k-1)/2 exact pairs.
+    for i in range(3):
+        write(indexed / "copies" / f"more{i}.txt", (indexed / "long3.txt").read_text())
+    assert cli("add", str(indexed), "--workers", "0").exit_code == 0
+    with dedupdb.open(db_path) as db:
+        first = next(iter(db.pairs()))
+        assert isinstance(first, dedupdb.Pair)
+        exact = [p for p in db.pairs() if p.exact]
+        assert len(exact) == 6 * 5 // 2 and all(_name(p.a).startswith(("a", "b", "more", "long3")) for p in exact)
+
+
+def test_pairs_by_content_keeps_one_key_per_text(cli, indexed):
+    by_content = _pairs(cli, "--by", "content")
+    assert not any(p["exact"] for p in by_content)
+    names = _named(by_content)
+    assert frozenset(("short.txt", "short-edited.txt")) in names and frozenset(("a.txt", "b.txt")) not in names
+    assert len(by_content) == len({frozenset((p["a"], p["b"])) for p in by_content})
+
+
+def test_pairs_csv_has_the_jsonl_fields(cli, indexed):
+    rows = list(csv.DictReader(io.StringIO(cli("pairs", "--containment", "0.8", "--format", "csv").stdout)))
+    lines = _pairs(cli, "--containment", "0.8")
+    assert list(rows[0]) == list(lines[0]) == ["a", "b", "jaccard", "hamming", "exact", "containment"]
+    assert [(r["a"], r["b"], float(r["containment"])) for r in rows] == [(p["a"], p["b"], p["containment"]) for p in lines]
+    assert {r["exact"] for r in rows} == {"true", "false"}
+
+
+@pytest.mark.parametrize("args", [("--by", "file"), ("--containment", "1.5")])
+def test_pairs_rejects_bad_options(cli, indexed, args):
+    result = cli("pairs", *args)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_library_pairs_rejects_bad_arguments(tmp_path, indexed, db_path):
+    with dedupdb.open(db_path) as db:
+        with pytest.raises(dedupdb.InputError, match="document or content"):
+            list(db.pairs(by="file"))
+        with pytest.raises(dedupdb.InputError, match="containment"):
+            list(db.pairs(containment=0))
+
+
+# --- containment --------------------------------------------------------------------------------------------
+
+
+def test_pairs_containment_lists_truncated_copies_and_merged_texts(cli, indexed, db_path):
+    assert frozenset(("long0.txt", "truncated.txt")) not in _named(_pairs(cli))  # below the Jaccard threshold
+    found = _named(_pairs(cli, "--containment", "0.8"))
+    for pair in (("long0.txt", "truncated.txt"), ("long1.txt", "merged.txt"), ("long2.txt", "merged.txt")):
+        p = found[frozenset(pair)]
+        assert p["containment"] == 1.0 and p["jaccard"] < 0.5 and p["exact"] is False
+    assert frozenset(("long1.txt", "long2.txt")) not in found
+    assert found[frozenset(("short.txt", "short-edited.txt"))]["containment"] >= 0.8  # known for ordinary pairs too
+    with dedupdb.open(db_path) as db:
+        listed = {frozenset((_name(p.a), _name(p.b))): p for p in db.pairs(containment=0.8)}
+    assert listed[frozenset(("long0.txt", "truncated.txt"))].containment == 1.0
+
+
+def test_query_finds_the_text_holding_a_remembered_passage(cli, indexed, db_path):
+    passage = " ".join(_words(4, 400)[180:205])  # 25 words from the middle of long4.txt
+    result = cli("query", passage, "--format", "json")
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout)
+    assert _name(hits[0]["key"]) == "long4.txt" and hits[0]["containment"] == 1.0 and hits[0]["jaccard"] < 0.1
+    table = cli("query", passage)
+    assert "contained" in table.stdout and "long4.txt" in table.stdout and "1.000" in table.stdout
+    assert "No near-duplicates" in cli("query", passage, "--containment", "0").stdout
+    # A passage of long1 lies in long1 and in the merged text alike.
+    with dedupdb.open(db_path) as db:
+        hits = db.query(" ".join(_words(1, 400)[300:330]))
+        assert {_name(h.key) for h in hits[:2]} == {"long1.txt", "merged.txt"}
+        assert all(h.containment == 1.0 for h in hits[:2])
+        assert db.query(" ".join(_words(1, 400)[300:330]), containment=None) == []
+
+
+def test_forgetting_a_text_removes_its_containment_rows(cli, indexed, db_path):
+    with dedupdb.open(db_path) as db:
+        before = db.store.containment_rows()
+        counts = {cid: len(fp) for cid, fp in _fingerprints(db).items()}
+    assert cli("rm", str(indexed / "merged.txt")).exit_code == 0
+    with dedupdb.open(db_path) as db:
+        (gone,) = set(counts) - set(_fingerprints(db))
+        after = before - counts[gone]
+        assert counts[gone] > 0 and db.store.containment_rows() == after
+        assert all(_name(h.key) != "merged.txt" for h in db.query(" ".join(_words(1, 400)[300:330])))
+    assert cli("check").exit_code == 0
+    # One of two exact copies going leaves the text, and its rows, to the other.
+    assert cli("rm", str(indexed / "copies" / "a.txt")).exit_code == 0
+    with dedupdb.open(db_path) as db:
+        assert db.store.containment_rows() == after
+    assert cli("check").exit_code == 0
+
+
+def _fingerprints(db) -> dict[int, np.ndarray]:
+    return {cid: row.fingerprints for cid, row in db.store.contents(db.store.all_content_ids()).items()}
+
+
+def test_check_finds_missing_and_stray_containment_rows_and_reindex_repairs_them(cli, indexed, db_path):
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.execute("DELETE FROM containment_keys WHERE entry IN (SELECT entry FROM containment_keys LIMIT 3)")
+    conn.execute("INSERT INTO containment_keys (entry) VALUES (?)", ((12345 << 30) | 99999,))
+    conn.close()
+    result = cli("check", "--format", "json")
+    assert result.exit_code == 1
+    problem = next(p for p in json.loads(result.stdout)["problems"] if p["check"] == "containment_rows")
+    assert problem["count"] == 4 and "3 missing" in problem["what"]
+    assert cli("reindex").exit_code == 0
+    assert cli("check").exit_code == 0
+
+
+# --- a store made before containment -------------------------------------------------------------------------
+
+
+def _as_schema_3(db_path: Path) -> None:
+    """Turn a current store back into schema 3: no containment rows, no fingerprints."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.executescript(
+        "BEGIN; DROP TABLE containment_keys; DROP INDEX contents_without_fingerprints;"
+        "ALTER TABLE contents DROP COLUMN fingerprints; PRAGMA user_version = 3; COMMIT;"
+    )
+    conn.close()
+
+
+def test_store_made_before_containment_upgrades_and_reindex_from_sources_fills_it(cli, indexed, db_path):
+    passage = " ".join(_words(4, 400)[180:205])
+    _as_schema_3(db_path)
+    result = cli("query", passage, "--format", "json")  # opening migrates: the store works, without containment
+    assert result.exit_code == 0, result.output
+    with dedupdb.open(db_path) as db:
+        assert migrate.schema_version(db.store.conn) == len(migrate.available())
+        contents = db.store.counts()["contents"]
+        assert db.unfingerprinted() == contents and db.store.containment_rows() == 0
+    assert json.loads(result.stdout) == [] and f"Warning: {contents} texts stored before containment" in result.output
+    assert "reindex --from-sources" in result.output
+    assert cli("check").exit_code == 0  # no rows are expected of texts without fingerprints
+    assert frozenset(("a.txt", "b.txt")) in _named(_pairs(cli, "--containment", "0.8"))  # pairs still listed
+    result = cli("reindex", "--from-sources")
+    assert result.exit_code == 0, result.output
+    with dedupdb.open(db_path) as db:
+        assert db.unfingerprinted() == 0 and db.store.containment_rows() > 0
+    hits = json.loads(cli("query", passage, "--format", "json").stdout)
+    assert _name(hits[0]["key"]) == "long4.txt" and hits[0]["containment"] == 1.0
+    assert cli("check").exit_code == 0
