@@ -329,9 +329,8 @@ def pairs(
     from contextlib import closing
 
     # The pairs stream from an open cursor: closed before the database, also when the output's reader goes away.
-    with _open(db) as database, closing(database.pairs(by.value, containment or None)) as found:
-        if containment:
-            _warn_unfingerprinted(database, containment)
+    with _open(db) as database, closing(database.pairs(by.value, containment)) as found:
+        _warn_unfingerprinted(database, containment)
         if fmt is PairsFormat.csv:
             render.pairs_csv(found)
         else:

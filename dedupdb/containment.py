@@ -15,10 +15,9 @@ Each fingerprint is a row of `containment_keys`, packed like the LSH rows: (hash
 texts holding a fingerprint are one rowid range. Each content also keeps its own fingerprints (a blob), which is
 how its rows are found again when it goes, and how two texts are compared.
 
-Containment of A in B (the share of A's shingles B holds) is computed from what the store keeps, best first:
-exactly from the two bottom-k sketches when both texts have at most sketch_size shingles; from the sketches
-restricted to the hash range both cover when that leaves enough of A's shingles; otherwise as the share of A's
-fingerprints B also has.
+Containment of A in B (the share of A's shingles B holds) is computed from what the store keeps: exactly from the
+two bottom-k sketches when both texts have at most sketch_size shingles; otherwise from A's sketched shingles in
+the hash range B's sketch covers, or as the share of A's fingerprints B also has, whichever rests on more of A.
 """
 
 from __future__ import annotations
@@ -38,10 +37,6 @@ from .tokens import TokenBatch, shingle_hashes
 _S32 = np.uint64(32)
 _LOW32 = np.uint64(0xFFFFFFFF)
 _EMPTY = np.empty(0, np.uint32)
-
-# The sketch estimate is used when it rests on at least this many of A's shingles (standard error under 0.06);
-# below that the fingerprints say more (a passage in a long text keeps every one of its fingerprints there).
-MIN_SKETCH_SAMPLES = 64
 
 # A fingerprint held by more texts than this is common phrasing ("one of the best", a signature line): it
 # finds no candidates (each would meet hundreds of unrelated texts) but still counts in every ratio.
@@ -111,10 +106,12 @@ def containment(a: Side, b: Side, sketch_size: int) -> float | None:
     # that range are a sample of a, each known to be in b or not.
     sample = a.sketch if b_whole or len(b.sketch) == 0 else a.sketch[: np.searchsorted(a.sketch, b.sketch[-1], "right")]
     exact = a.shingles <= sketch_size and b_whole
-    fingerprints = a.fingerprints is not None and b.fingerprints is not None and len(a.fingerprints) > 0
-    if exact or len(sample) >= MIN_SKETCH_SAMPLES or not fingerprints:
+    # Otherwise whichever rests on more of a: the sample, or its fingerprints (a passage in a long text, whose
+    # sketch covers few of the passage's shingles, keeps every one of its fingerprints there).
+    prints = 0 if a.fingerprints is None or b.fingerprints is None else len(a.fingerprints)
+    if exact or len(sample) >= prints:
         return _shared(sample, b.sketch) / len(sample) if len(sample) else None
-    return _shared(a.fingerprints, b.fingerprints) / len(a.fingerprints)
+    return _shared(a.fingerprints, b.fingerprints) / prints
 
 
 def _shared(values: np.ndarray, sorted_set: np.ndarray) -> int:
@@ -212,8 +209,11 @@ class ContainmentIndex:
         share a fingerprint with the query (probe: the hashes looked up); those sharing the most are scored."""
         keys, ids, common = self.store.containment_postings(probe, COMMON_POSTINGS)
         if len(ids) == 0 and len(common):  # nothing but common phrasing: look it up anyway, further
-            keys, ids, _ = self.store.containment_postings(common, QUERY_COMMON_POSTINGS)
+            keys, ids, common = self.store.containment_postings(common, QUERY_COMMON_POSTINGS)
         content_ids, counts = distinct_counts(ids)
+        # As for pairs: a text sharing too few fingerprints cannot hold floor of the query (common keys aside).
+        enough = counts + len(common) >= CANDIDATE_SHARE * floor * len(query.fingerprints if query.fingerprints is not None else ())
+        content_ids, counts = content_ids[enough], counts[enough]
         best = candidates_by_share(content_ids.tolist(), counts.tolist(), QUERY_CANDIDATES)
         sides = self.sides(best)
         found = {}

@@ -235,12 +235,15 @@ def evaluate(corpus: Corpus, args, workdir: Path) -> dict:
         result["pairs_seconds"] = time.perf_counter() - started
         baseline = {frozenset((p.a.removeprefix(prefix), p.b.removeprefix(prefix))) for p in db.pairs()}
         kinds: dict[str, list[int]] = {}
+        small = db.settings.winnow_window + db.settings.containment_ngram - 2  # fewer shingles: never contained
+        result["missed_small"] = 0
         for pair, (kind, real) in targets.items():
             if real >= x:
                 row = kinds.setdefault(kind, [0, 0, 0])
                 row[0] += 1
                 row[1] += pair in listed
                 row[2] += pair in baseline
+                result["missed_small"] += pair not in listed and min(len(truth.sets[k]) for k in pair) < small
         result["targets"] = kinds
         result["targets_below"] = sum(1 for _, real in targets.values() if real < x)
         by_containment = [(pair, p) for pair, p in listed.items()
@@ -343,7 +346,8 @@ def report(r: dict, x: float) -> None:
     print(f"pairs at containment >= {x}: recall {found / max(1, total):.3f} ({found}/{total}); Jaccard pairs alone "
           f"{base / max(1, total):.3f}; by kind: "
           + ", ".join(f"{k} {v[1]}/{v[0]}" for k, v in sorted(r["targets"].items()))
-          + f" ({r['targets_below']} generated pairs fall below {x} and are not counted)")
+          + f" ({r['targets_below']} generated pairs fall below {x} and are not counted; "
+          f"{r['missed_small']} missed are of a text shorter than one window)")
     print(f"listed {r['listed']:,} pairs in {r['pairs_seconds']:.1f}s, {r['listed_by_containment']:,} by containment alone; "
           f"false containment pairs (real containment < {x}): {r['false_containment']}; "
           f"|reported - real| p95 {r['containment_error_p95']}")

@@ -614,7 +614,7 @@ def edits(corpus: str, cfg: Config, args, ws: Workspace) -> dict:
     for v in data.variants:
         vset = shingle_set(tok, normalize(v.text))
         true_j = jaccard(vset, sets[v.original])
-        hits = db.query(v.text, top=args.top)
+        hits = db.query(v.text, top=args.top, containment=None)  # near-duplicates only, as measured here
         mine = next((h for h in hits if h.key == v.original), None)
         ok = mine is not None
         c = per_level[v.level]

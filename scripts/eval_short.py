@@ -109,7 +109,7 @@ def evaluate_corpus(name: str, originals_n: int, distractors_n: int, min_chars: 
                 wanted = f"{corpus}#{line}"
                 for kind, variant in variants(original, rng, to_traditional).items():
                     try:
-                        hits = db.query(variant, top=50)
+                        hits = db.query(variant, top=50, containment=None)  # near-duplicates only
                     except dedupdb.InputError:  # nothing left to compare once the noise is gone
                         hits = []
                     queries += 1

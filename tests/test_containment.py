@@ -142,10 +142,11 @@ def test_pairs_csv_has_the_jsonl_fields(cli, indexed):
     assert {r["exact"] for r in rows} == {"true", "false"}
 
 
-@pytest.mark.parametrize("args", [("--by", "file"), ("--containment", "1.5")])
-def test_pairs_rejects_bad_options(cli, indexed, args):
+@pytest.mark.parametrize("args, code", [(("--by", "file"), 2), (("--containment", "1.5"), 2), (("--containment", "0"), 1)])
+def test_pairs_rejects_bad_options(cli, indexed, args, code):
     result = cli("pairs", *args)
-    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.exit_code == code and "Traceback" not in result.output
+    assert code == 2 or result.output.strip() == "Error: containment must be in (0, 1], got 0.0"
 
 
 def test_library_pairs_rejects_bad_arguments(tmp_path, indexed, db_path):
