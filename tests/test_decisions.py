@@ -102,3 +102,22 @@ def test_an_older_store_says_what_to_do_and_is_rebuilt_from_its_sources(cli, db_
 
 def _keys(db) -> set[str]:
     return {row[0] for row in db.store.conn.execute("SELECT key FROM documents")}
+
+
+def test_a_mailing_with_one_frame_and_other_news_does_not_match(db_path, tmp_path):
+    """Two issues of a newsletter: the same header and footer around different news."""
+    header = "Weekly bulletin of the riverside allotment society, sent to all members and friends of the garden."
+    footer = ("You receive this because you joined the society. To unsubscribe reply with the word stop. "
+              "Meetings are held on the first Monday of every month in the hall behind the church.")
+    first = (f"{header} The spring fair raised money for new tools, the pond was cleaned by volunteers and "
+             f"the compost heaps were turned before the frost. {footer}")
+    second = (f"{header} Tomatoes suffered from blight this summer, the beehives gave forty jars of honey and a "
+              f"new shed will be built near the gate. {footer}")
+    with dedupdb.open(tmp_path / "probe.db") as db:
+        assert 0.2 < db.similarity(first, second) < 0.5
+    assert not _paired(db_path, tmp_path, first, second)
+
+
+def test_a_typo_pair_matches(db_path, tmp_path):
+    a = "The committee approved the revised budget for the public library after a long debate on Monday."
+    assert _paired(db_path, tmp_path, a, a.replace("approved", "aproved"))
