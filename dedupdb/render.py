@@ -153,7 +153,7 @@ def report_table(clusters: list[Cluster], related: bool = False) -> None:
             )
         console.print(tree)
     total = sum(c.reclaimable_bytes for c in clusters)
-    what = "related clusters" if related else "groups"
+    what = ("related cluster" if related else "group") + ("" if len(clusters) == 1 else "s")
     console.print(f"{len(clusters)} {what}, {human_bytes(total)} reclaimable", highlight=False)
 
 
