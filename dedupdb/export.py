@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError, ReadError
-from .records import Record, RecordOptions, read_records, sniff_encoding
+from .records import Record, RecordOptions, compression_of, open_record_file, read_records, sniff_encoding
 from .sources import file_text, read_bytes
 
 KEEP_RULES = ("first", "last", "longest", "shortest")
@@ -52,7 +52,12 @@ def export_records(
         except OSError:
             warn(f"{row.path}: cannot be read back (gone or not a file); left out")
             continue
-        changed = st.st_size != row.size or (row.mtime_ns and st.st_mtime_ns != row.mtime_ns)
+        if row.kind == "records" and compression_of(path):
+            # A compressed record file stores the size of its decompressed bytes; its own size is in its digest.
+            changed = not row.digest.endswith(f"@{st.st_size}")
+        else:
+            changed = st.st_size != row.size
+        changed = changed or (row.mtime_ns and st.st_mtime_ns != row.mtime_ns)
         if changed or not row.mtime_ns:
             warn(f"{row.path}: changed since it was indexed; run 'dedupdb add' again; left out")
             continue
@@ -69,7 +74,7 @@ def export_records(
         options = RecordOptions.from_json(row.options)
         stored = db.store.keys_of_file(row.id)
         emitted: set[str] = set()
-        with open(path, "rb") as stream:
+        with open_record_file(path) as stream:
             encoding = sniff_encoding(stream.read(64 * 1024))
             for item in read_records(stream, options, 0, 0, encoding):
                 if not isinstance(item, Record):

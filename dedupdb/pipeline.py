@@ -24,7 +24,15 @@ from .hashing import bytes_hash, content_hash
 from .index import Indexer, NewDocument
 from .parallel import PendingWork, Work, WorkPool, default_workers
 from .normalize import normalize, normalize_lines
-from .records import BadRecord, EndOfRecords, RecordOptions, read_records, sniff_encoding
+from .records import (
+    BadRecord,
+    EndOfRecords,
+    RecordOptions,
+    compression_of,
+    open_record_file,
+    read_records,
+    sniff_encoding,
+)
 from .sources import Candidate, Skipped, file_decoded, parse_size, read_bytes, readable_name, walk
 from .store import FileRow, Store
 
@@ -229,6 +237,8 @@ class Ingest:
                     if options:
                         self._flush()
                         self._ingest_record_file(candidate, options)
+                    elif compression_of(candidate.path):
+                        self.summary.skipped.append((str(candidate.path), _COMPRESSED_DOCUMENT))
                     else:
                         self._consider(candidate)
                         if len(self._pending) >= INGEST_BATCH:
@@ -326,25 +336,41 @@ class Ingest:
     # --- record files --------------------------------------------------------------
 
     def _ingest_record_file(self, candidate: Candidate, options: RecordOptions) -> None:
+        """A record file read whole, or only past what an earlier read got through when that part is unchanged.
+
+        A compressed file is read through its decompressed bytes; its stored size and offset are of those, and
+        its digest carries the compressed size ('HASH@SIZE'), which with its time tells a changed file. A
+        compressed file that changed cannot be appended to in general, so it is read again whole; an
+        interrupted read of one (no time stored yet) goes on past the decompressed bytes it got through, once
+        they hash as before."""
         path = str(candidate.path)
         known = self._known.get(path)
         live = known is not None and known.status != "missing"
         same_reading = live and known.kind == "records" and known.options == options.to_json()
-        if same_reading and known.size == candidate.size and known.mtime_ns == candidate.mtime_ns:
+        compressed = compression_of(candidate.path) is not None
+        size_tag = f"@{candidate.size}" if compressed else ""
+        if compressed:
+            same_size = same_reading and known.digest.endswith(size_tag)
+        else:
+            same_size = same_reading and known.size == candidate.size
+        if same_size and known.mtime_ns == candidate.mtime_ns:
             self.summary.unchanged += 1
             return
+        if compressed:
+            may_go_on = same_reading and known.mtime_ns == 0  # an interrupted read
+        else:
+            may_go_on = same_reading and candidate.size >= known.size
         try:
-            with open(candidate.path, "rb") as stream:
+            with open_record_file(candidate.path) as stream:
                 hasher = xxhash.xxh3_128()
                 start = (0, 0)
                 if (
-                    same_reading
-                    and candidate.size >= known.size
+                    may_go_on
                     and _ends_a_line(stream, known.size)
-                    and _hash_prefix(stream, known.size, hasher) == known.digest
+                    and _hash_prefix(stream, known.size, hasher) == known.digest.split("@")[0]
                 ):
                     start = (known.size, known.records)  # grown, or read part-way before: go on from there
-                    if known.size == candidate.size:
+                    if not compressed and known.size == candidate.size:
                         with self.store.transaction():
                             self.store.touch_file(known.id, candidate.size, candidate.mtime_ns)
                         self.summary.unchanged += 1
@@ -352,7 +378,8 @@ class Ingest:
                 else:
                     hasher = xxhash.xxh3_128()
                 read = _RecordRead(self, path, candidate.mtime_ns, options, replace=live and start == (0, 0))
-                read.run(stream, start, hasher, candidate.size)
+                read.digest_suffix = size_tag
+                read.run(stream, start, hasher, None if compressed else candidate.size)
         except OSError as exc:
             self.summary.failed.append((path, exc.strerror or str(exc)))
             return
@@ -408,12 +435,16 @@ class _RecordRead:
         self.options = options
         self.replace = replace  # the records stored for this file so far are to be dropped first
         self.key_prefix = key_prefix or path
+        self.digest_suffix = ""  # '@SIZE' for a compressed file: its compressed size, stored with the digest
 
-    def run(self, stream: BinaryIO, start: tuple[int, int], hasher, size: int) -> None:
+    def run(self, stream: BinaryIO, start: tuple[int, int], hasher, size: int | None) -> None:
+        """Read from start on; the read is done once offset reaches size (None: once the records end, for a
+        compressed file whose decompressed size is known only then)."""
         stream.seek(0)
         encoding = sniff_encoding(stream.read(64 * 1024))
         batch: list[tuple[str, str, str, int]] = []
         offset, line = start
+        ended = False
         summary = self.ingest.summary
         for item in read_records(stream, self.options, start[0], start[1], encoding, hasher):
             offset, line = item.end_offset, item.end_line  # physical lines, so a resumed read counts on right
@@ -421,13 +452,15 @@ class _RecordRead:
                 summary.note_bad(f"{self.path}:{item.line}", item.reason)
                 continue
             if isinstance(item, EndOfRecords):
+                ended = True
                 continue
             key = f"{self.key_prefix}#{item.record_id}"
             batch.append((key, item.record_id, item.text, item.line))
             if len(batch) >= INGEST_BATCH:
-                self._flush(batch, offset, line, hasher.hexdigest(), done=False)
+                self._flush(batch, offset, line, hasher.hexdigest() + self.digest_suffix, done=False)
                 batch = []
-        self._flush(batch, offset, line, hasher.hexdigest(), done=offset >= size)
+        done = ended if size is None else offset >= size
+        self._flush(batch, offset, line, hasher.hexdigest() + self.digest_suffix, done=done)
         summary.bytes_read += offset - start[0]
 
     def _flush(self, batch, offset: int, line: int, digest: str, done: bool) -> None:
@@ -464,6 +497,11 @@ class _RecordRead:
             self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
             self.ingest.summary.records += len(documents)
             self.ingest.save_state(False)
+
+
+_COMPRESSED_DOCUMENT = (
+    "compressed: only record files are read compressed (JSONL or CSV by their suffix, or any with --records or --lines)"
+)
 
 
 def _vanished(path: str) -> bool:

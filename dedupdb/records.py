@@ -7,9 +7,13 @@ and later resume (or read only what a grown file appended) from that offset.
 
 from __future__ import annotations
 
+import bz2
 import csv
+import gzip
 import io
 import json
+import lzma
+import zlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +25,9 @@ from .sources import decode, size_text
 FORMATS = ("jsonl", "csv", "lines")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv"}
 _SAMPLE_BYTES = 64 * 1024
+# Compressed record files are read through these (streamed, never decompressed whole); the record format is
+# that of the suffix before the compression suffix ('a.jsonl.gz' is JSON Lines).
+COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstd"}
 # A longer record is reported as a bad record, never held in memory ('add --max-record-size' sets another).
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 # The lines of a CSV record are bounded together as they are read (whatever limit an add sets), so the csv
@@ -50,7 +57,7 @@ class RecordOptions:
         """The format a file is read in, or None when it is an ordinary document."""
         if self.format != "auto":
             return self.format
-        return _BY_SUFFIX.get(path.suffix.lower())
+        return _BY_SUFFIX.get(inner_suffix(path))
 
     def resolved(self, fmt: str) -> "RecordOptions":
         """These options for one concrete format; JSONL and CSV read the field 'text' unless told otherwise."""
@@ -66,6 +73,123 @@ class RecordOptions:
     @classmethod
     def from_json(cls, text: str) -> "RecordOptions":
         return cls(**json.loads(text))
+
+
+def compression_of(path: Path | str) -> str | None:
+    """The compression a file's name says it is in ('gzip', 'bzip2', 'xz', 'zstd'), or None."""
+    return COMPRESSION_SUFFIXES.get(Path(path).suffix.lower())
+
+
+def inner_suffix(path: Path) -> str:
+    """The suffix that names a file's format, before any compression suffix ('.jsonl' of 'a.jsonl.gz')."""
+    if compression_of(path):
+        path = path.with_suffix("")
+    return path.suffix.lower()
+
+
+class CorruptCompressedFile(InputError):
+    """A compressed record file whose data does not decompress (truncated or damaged)."""
+
+
+def _decompression_errors(compression: str) -> tuple[type[BaseException], ...]:
+    """What the decompressors raise on damaged data (gzip.BadGzipFile and bz2's errors are OSErrors). zstandard
+    is imported only for a .zst file, so that starting dedupdb does not pay for it."""
+    errors: tuple[type[BaseException], ...] = (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile)
+    if compression == "zstd":
+        import zstandard
+
+        errors += (zstandard.ZstdError,)
+    return errors
+
+
+class _Decompressed(io.RawIOBase):
+    """The decompressed bytes of a compressed file, readable, and seekable as the record reader needs: forward by
+    reading on, backward by starting over from the beginning (a resumed read seeks forward once; a CSV record
+    given up after an unclosed quote seeks back a little). Damaged data raises CorruptCompressedFile."""
+
+    def __init__(self, path: Path, compression: str) -> None:
+        self._path = path
+        self._compression = compression
+        self._errors = _decompression_errors(compression)
+        self._file: BinaryIO | None = None
+        self._inner = None
+        self._position = 0
+        self._open()
+
+    def _open(self) -> None:
+        self._close_inner()
+        self._file = open(self._path, "rb")
+        try:
+            if self._compression == "gzip":
+                self._inner = gzip.GzipFile(fileobj=self._file, mode="rb")
+            elif self._compression == "bzip2":
+                self._inner = bz2.BZ2File(self._file, "rb")
+            elif self._compression == "xz":
+                self._inner = lzma.LZMAFile(self._file, "rb")
+            else:
+                import zstandard
+
+                self._inner = zstandard.ZstdDecompressor().stream_reader(self._file, read_across_frames=True)
+        except self._errors as exc:
+            self._close_inner()
+            raise self._corrupt(exc) from None
+        self._position = 0
+
+    def _corrupt(self, exc: BaseException) -> CorruptCompressedFile:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        return CorruptCompressedFile(f"corrupt {self._compression} data ({detail})")
+
+    def _close_inner(self) -> None:
+        for item in (self._inner, self._file):
+            if item is not None:
+                item.close()
+        self._inner = self._file = None
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        try:
+            data = self._inner.read(len(buffer))
+        except (*self._errors, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno is not None:
+                raise  # the disk, not the data ("Invalid data stream" of bz2 has no errno)
+            raise self._corrupt(exc) from None
+        buffer[: len(data)] = data
+        self._position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self._position
+        elif whence != io.SEEK_SET:
+            raise io.UnsupportedOperation("a compressed file is seeked from its start only")
+        if offset < self._position:
+            self._open()
+        while self._position < offset:
+            chunk = bytearray(min(offset - self._position, 1 << 20))
+            if not self.readinto(chunk):
+                break
+        return self._position
+
+    def close(self) -> None:
+        self._close_inner()
+        super().close()
+
+
+def open_record_file(path: Path) -> BinaryIO:
+    """A record file opened for reading: its bytes, or for a compressed one its decompressed bytes, streamed
+    (CorruptCompressedFile when they do not decompress)."""
+    compression = compression_of(path)
+    if compression is None:
+        return open(path, "rb")
+    return io.BufferedReader(_Decompressed(path, compression), 1 << 16)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ TEXT_SUFFIXES = frozenset(
     ".txt .md .markdown .rst .org .tex .html .htm .xml .json .jsonl .csv .tsv .log .eml".split()
 )
 HTML_SUFFIXES = frozenset({".html", ".htm"})
+# A text file compressed ('corpus.jsonl.gz') is found by the walk too; only record files are read compressed.
+COMPRESSED_SUFFIXES = frozenset({".gz", ".bz2", ".xz", ".zst"})
 _SNIFF_BYTES = 8192
 # Control bytes other than tab, newline, form feed, carriage return and escape are rare in text.
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27))
@@ -49,7 +51,11 @@ def _matches(path: Path, patterns: tuple[str, ...]) -> bool:
 def _wanted_by_name(path: Path, include: tuple[str, ...]) -> bool:
     if include:
         return _matches(path, include)
-    return path.suffix.lower() in TEXT_SUFFIXES or path.suffix == ""
+    suffix = path.suffix.lower()
+    if suffix in COMPRESSED_SUFFIXES:
+        suffix = path.with_suffix("").suffix.lower()
+        return suffix in TEXT_SUFFIXES
+    return suffix in TEXT_SUFFIXES or suffix == ""
 
 
 def walk(

@@ -65,8 +65,12 @@ def _timed(*args: str, db: Path) -> float:
     return time.perf_counter() - started
 
 
-def _sound(db: Path, note: str) -> None:
+def _sound(db: Path, note: str, unborn_ok: bool = False) -> None:
+    """`dedupdb check` passes; with unborn_ok, a kill while the database was being created may also have left a
+    file that holds no database yet (nothing was stored: the rerun creates it)."""
     result = _run("check", db=db)
+    if unborn_ok and result.returncode == 1 and "no database at" in result.stderr:
+        return
     assert result.returncode == 0, f"{note} (seed {SEED}): {result.stdout}{result.stderr}"
 
 
@@ -92,7 +96,7 @@ def test_killed_add_clean_and_undo_lose_nothing(tmp_path):
         after = rng.uniform(0.1, 0.95) * full
         _killed("add", str(root), db=db, after=after)
         if db.exists():
-            _sound(db, f"after add killed at {after:.2f}s")
+            _sound(db, f"after add killed at {after:.2f}s", unborn_ok=True)
         assert _run("add", str(root), db=db).returncode == 0
         _sound(db, f"after the rerun of an add killed at {after:.2f}s")
         assert _numbers(db) == expected, f"add killed at {after:.2f}s (seed {SEED})"
