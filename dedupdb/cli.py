@@ -14,7 +14,12 @@ from typing import Optional
 
 import typer
 
-from . import render
+try:  # typer 0.2x carries its own copy of click, whose context is the one commands run in
+    from typer._click.globals import get_current_context
+except ImportError:  # older typer, on click itself
+    from click import get_current_context
+
+from . import __version__, render
 from .config import DB_ENV_VAR, MAX_FILE_BYTES, PRESET_BANDING, PRESET_SUPER_SHINGLES, Settings
 from .database import QUERY_CONTAINMENT, Database
 from .errors import DedupError, InputError
@@ -25,7 +30,7 @@ app = typer.Typer(
     name="dedupdb",
     help="A local near-duplicate database for text: finds documents that are the same or nearly the same.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
@@ -34,6 +39,42 @@ _DEFAULTS = Settings()  # help texts quote the real defaults
 DbOption = typer.Option(
     None, "--db", envvar=DB_ENV_VAR, help="Database file (default: in the user data dir).", show_default=False
 )
+
+# Exit statuses besides 0 (ok), 1 (error, one line on stderr), 2 (usage error) and 128 + signal (stopped).
+EXIT_PARTIAL = 23  # add: some files could not be read (rsync's "partial transfer due to error")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"dedupdb {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global_options(
+    ctx: typer.Context,
+    db: Optional[Path] = typer.Option(
+        None, "--db", help="Database file for every command (a command's own --db wins over it).", show_default=False
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Show the version and exit."
+    ),
+) -> None:
+    ctx.ensure_object(dict)["db"] = db
+
+
+def _db_given(db: Optional[Path]) -> Optional[Path]:
+    """The database a command uses: its own --db given on the command line, else the global --db (before the
+    command), else $DEDUPDB_DB (which arrives as the command's own --db), else None (the default)."""
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return db
+    source = ctx.get_parameter_source("db")
+    if db is not None and source is not None and source.name == "COMMANDLINE":
+        return db
+    root = ctx.find_root().obj
+    global_db = root.get("db") if isinstance(root, dict) else None
+    return global_db if global_db is not None else db
 
 
 class ListFormat(str, Enum):
@@ -129,7 +170,7 @@ def _warn_unfingerprinted(database: Database, containment: float | None) -> None
 
 
 def _open(db: Optional[Path], create: bool = False, **settings) -> Database:
-    return Database.open(db, create=create, **settings)
+    return Database.open(_db_given(db), create=create, **settings)
 
 
 @app.command()
@@ -199,10 +240,17 @@ def add(
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="List skipped files with their reasons, and files read with a warning."
     ),
+    errors: Optional[Path] = typer.Option(
+        None, "--errors", metavar="FILE",
+        help="Write the files that could not be read to FILE, one per line: path, a tab, the reason.",
+    ),
 ) -> None:
     """Index files and folders incrementally: unchanged files are skipped, changed ones re-indexed.
 
-    Record files (JSONL, CSV, one text per line) hold one document per record, keyed FILE#ID or FILE#LINE."""
+    Record files (JSONL, CSV, one text per line) hold one document per record, keyed FILE#ID or FILE#LINE.
+
+    Exit status 23 when some files could not be read (they are listed, and counted as failed); files skipped
+    by rule (binary, hidden, of another type) do not count."""
     limits = {
         "max_file_size": None if max_file_size is None else parse_size(max_file_size, "--max-file-size"),
         "max_record_size": None if max_record_size is None else parse_size(max_record_size, "--max-record-size"),
@@ -218,6 +266,21 @@ def add(
         render.write_json(render.add_summary_json(summary))
     else:
         render.add_summary(summary, verbose)
+    if errors is not None:
+        _write_errors(errors, summary.failed)
+    if summary.failed:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _write_errors(path: Path, failed: list[tuple[str, str]]) -> None:
+    """One line per file not read: its path, a tab, the reason (tabs and line breaks in either as spaces)."""
+    flat = lambda text: text.replace("\t", " ").replace("\r", " ").replace("\n", " ")  # noqa: E731
+    try:
+        with open(path, "w", encoding="utf-8", errors="surrogateescape") as out:
+            for name, reason in failed:
+                out.write(f"{flat(name)}\t{flat(reason)}\n")
+    except OSError as exc:
+        raise DedupError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 class KeepFileRule(str, Enum):
@@ -634,6 +697,7 @@ def filter_(
         RecordOptions(fmt.value, text_field, id_field).resolved(fmt.value), capacity, error_rate, near, threshold
     )
     warn = lambda message: render.err_console.print(f"Warning: {message}", highlight=False)  # noqa: E731
+    db = _db_given(db)
     database = Database.open(db, create=False) if db else None
     try:
         dropped_file = open(dropped, "w", encoding="utf-8") if dropped else None

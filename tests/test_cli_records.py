@@ -55,7 +55,9 @@ def test_csv_with_sniffed_delimiter_and_text_field(cli, tmp_path):
 def test_missing_csv_column_fails_that_file_only(cli, tmp_path):
     write(tmp_path / "t.csv", "id,body\n1,hello there\n")
     write(tmp_path / "ok.txt", ENGLISH)
-    summary = _summary(cli("add", str(tmp_path), "--text-field", "text", "--format", "json"))
+    result = cli("add", str(tmp_path), "--text-field", "text", "--format", "json")
+    assert result.exit_code == 23, result.output  # a file that could not be read as records
+    summary = json.loads(result.stdout)
     assert summary["failed"] == 1 and "no column 'text'" in summary["failed_paths"][0]["reason"]
     assert summary["added"] == 1
 

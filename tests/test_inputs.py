@@ -178,11 +178,13 @@ def test_cli_bad_name_argument_fails_alone(cli, tmp_path):
     good = write(tmp_path / "good.txt", ENGLISH)
     bad = _bad_name(tmp_path)
     result = cli("add", str(good), str(bad))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 23, result.output  # some files could not be read
     assert "added 1" in result.output and "failed 1" in result.output
     assert "bad-\ufffd.txt: name is not valid UTF-8" in result.output
     assert "Traceback" not in result.output
-    summary = _json(cli("add", str(good), str(bad), "--format", "json"))
+    again = cli("add", str(good), str(bad), "--format", "json")
+    assert again.exit_code == 23, again.output
+    summary = json.loads(again.stdout)
     assert summary["unchanged"] == 1
     assert summary["failed_paths"] == [{"path": str(tmp_path / "bad-\ufffd.txt"), "reason": "name is not valid UTF-8"}]
 
@@ -369,7 +371,7 @@ def test_cli_file_limit(cli, tmp_path):
     write(folder / "small.txt", ENGLISH)
     big = write(folder / "big.txt", ENGLISH_OTHER * 10)  # about 1.7 KB
     result = cli("add", str(folder), "--max-file-size", "1K")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 23, result.output  # a file over the limit is one not read
     assert "added 1" in result.output and "failed 1" in result.output
     assert f"{big}: larger than the file limit of 1 KiB (raise it with --max-file-size)" in result.output
     raised = _json(cli("add", str(folder), "--max-file-size", "4K", "--format", "json"))
