@@ -177,11 +177,9 @@ def _state_of(db: Database, member: Member) -> FileState | None:
 def _changed(state: FileState) -> str | None:
     """Why a file may not be touched now, or None when it still holds exactly the bytes the plan saw."""
     try:
-        if os.stat(state.path).st_size != state.size:
+        # The size first: a file of another size is changed without reading it.
+        if os.stat(state.path).st_size != state.size or not _holds(Path(state.path), state.digest):
             return "changed since it was indexed (or since the plan was made)"
-        with open(state.path, "rb") as f:
-            if bytes_hash(f.read()) != state.digest:
-                return "changed since it was indexed (or since the plan was made)"
     except OSError:
         return "missing"
     return None
