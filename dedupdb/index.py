@@ -75,7 +75,8 @@ class Indexer:
             if self._stored_rows <= FILTER_AFTER_SHARE * self._rows_written:
                 self._filter = KeyFilter(INDEX_KEY_BITS)
                 if self._stored_rows:
-                    self._filter.add(self.store.index_keys())
+                    for keys in self.store.index_key_chunks():
+                        self._filter.add(keys)
                 self._filter_version = version
         return self._filter
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
@@ -17,6 +16,7 @@ import sqlite_utils
 from . import migrate
 from .errors import DatabaseError
 from .hashing import distinct, distinct_counts
+from .runs import Runs
 
 _CHUNK = 500  # bound on SQL variables per statement
 PAGE_SIZE = 16384
@@ -74,19 +74,13 @@ class DocumentRow:
 # Index rows carry the content id in their low bits (see index_and_match), so a store holds at most
 # 2**30 - 1 contents.
 CONTENT_ID_BITS = 30
-_ROW_TABLES = ("index_keys", "containment_keys")  # the tables of packed rows
+INDEX_FAMILY, CONTAINMENT_FAMILY = 0, 1  # the two families of runs (runs.py)
 INDEX_KEY_BITS = 63 - CONTENT_ID_BITS
 _CONTENT_ID_MASK = (1 << CONTENT_ID_BITS) - 1
 
 
 def _entries(content_ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return (np.asarray(keys, dtype=np.uint64).astype(np.int64) << CONTENT_ID_BITS) | np.asarray(content_ids, np.int64)
-
-
-def _json_ints(values: np.ndarray) -> str:
-    """Integers as one JSON array: one bound string that json_each() unpacks in C, instead of a tuple per row.
-    (A list of ints prints as JSON, faster than json.dumps writes it.)"""
-    return str(values.tolist())
 
 
 def _array(blob: bytes) -> np.ndarray:
@@ -388,6 +382,8 @@ class Store:
         self.db = sqlite_utils.Database(conn)
         self._group_seconds: float | None = None  # set inside grouped_commits()
         self._group_started = 0.0
+        self._index = Runs(self.conn, INDEX_FAMILY, INDEX_KEY_BITS)
+        self._containment = Runs(self.conn, CONTAINMENT_FAMILY, 32)
 
     # --- opening -------------------------------------------------------------
 
@@ -571,7 +567,9 @@ class Store:
     def forget_signatures(self) -> None:
         """Drop every document, content, index row and pair, and make every file read as changed (size 0, no
         digest), so the next add of it reads it again from its first byte."""
-        for table in ("pairs", "index_keys", "containment_keys", "documents", "contents"):
+        self._index.clear()
+        self._containment.clear()
+        for table in ("pairs", "documents", "contents"):
             self.conn.execute(f"DELETE FROM {table}")
         self.conn.execute("UPDATE files SET size = 0, mtime_ns = 0, digest = '', records = 0")
 
@@ -719,93 +717,69 @@ class Store:
 
     # --- index rows ----------------------------------------------------------
 
-    # One table holds the LSH band rows and the SimHash block rows, each packed into its rowid as
-    # (33-bit key of slot and value) << 30 | content id: the table B-tree is the index, rows are bare
-    # integers, and the rows under one key are one rowid range.
+    # LSH band rows and SimHash block rows, each one integer, (33-bit key of slot and value) << 30 | content id,
+    # kept as sorted runs (runs.py): the rows under one key are one range of every run.
     def index_and_match(
         self, content_ids: np.ndarray, keys: np.ndarray, probe: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Probe, then add, index rows (keys[i] belongs to content_ids[i]): returns (key, content id) arrays of
         the rows that were stored before under one of these keys (under one of the probe keys, where given:
         the caller knows the others are in no stored row)."""
-        found = self.match_index(keys if probe is None else probe)
-        self.conn.execute(
-            "INSERT OR IGNORE INTO index_keys (entry) SELECT value FROM json_each(?)",
-            (_json_ints(distinct(_entries(content_ids, keys))),),
-        )
+        found = self.match_index(keys if probe is None else probe, filtered=True)
+        self._index.insert(_entries(content_ids, keys))
         return found
 
-    def match_index(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(key, content id) arrays of the stored rows under any of these keys: one range probe per key."""
-        if len(keys) == 0:
-            return np.empty(0, np.uint64), np.empty(0, np.int64)
-        starts = distinct(np.asarray(keys, dtype=np.uint64)).astype(np.int64) << CONTENT_ID_BITS
-        row = self._q(
-            "SELECT json_group_array(i.entry) FROM json_each(?) j "
-            "CROSS JOIN index_keys i ON i.entry BETWEEN j.value AND j.value + ?",
-            (_json_ints(starts), _CONTENT_ID_MASK),
-        ).fetchone()
-        entries = np.array(json.loads(row[0]), dtype=np.int64)
+    def match_index(self, keys: np.ndarray, filtered: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(key, content id) arrays of the stored rows under any of these keys (filtered: see Runs.lookup)."""
+        entries = self._under_keys(self._index, keys, filtered)
         return (entries >> CONTENT_ID_BITS).astype(np.uint64), entries & _CONTENT_ID_MASK
 
+    @staticmethod
+    def _under_keys(runs: Runs, keys: np.ndarray, filtered: bool = False) -> np.ndarray:
+        if len(keys) == 0:
+            return np.empty(0, np.int64)
+        starts = distinct(np.asarray(keys, dtype=np.uint64)).astype(np.int64) << CONTENT_ID_BITS
+        return runs.lookup(starts, starts + _CONTENT_ID_MASK, filtered)
+
     def delete_index(self, content_ids: np.ndarray, keys: np.ndarray) -> None:
-        if len(keys):
-            self.conn.execute(
-                "DELETE FROM index_keys WHERE entry IN (SELECT value FROM json_each(?))",
-                (_json_ints(_entries(content_ids, keys)),),
-            )
+        self._index.delete(_entries(content_ids, keys))
 
     def index_rows(self) -> int:
-        return self._q("SELECT count(*) FROM index_keys").fetchone()[0]
+        return self._index.count()
 
-    def index_keys(self) -> np.ndarray:
-        """The key of every stored index row (a scan of the whole index)."""
-        rows = self._q("SELECT entry >> ? FROM index_keys", (CONTENT_ID_BITS,))
-        return np.fromiter((r[0] for r in rows), dtype=np.uint64)
+    def index_key_chunks(self) -> Iterator[np.ndarray]:
+        """The key of every stored index row, a few blocks at a time (a scan of the whole index)."""
+        for entries in self._index.chunks():
+            yield (entries >> CONTENT_ID_BITS).astype(np.uint64)
 
     def data_version(self) -> int:
         """Changes whenever another connection commits to this database (SQLite's PRAGMA data_version)."""
         return self._q("PRAGMA data_version").fetchone()[0]
 
     def clear_index(self) -> None:
-        self.conn.execute("DELETE FROM index_keys")
-        self.conn.execute("DELETE FROM containment_keys")  # rebuilt too, from each content's fingerprints
+        self._index.clear()
+        self._containment.clear()  # rebuilt too, from each content's fingerprints
         self.conn.execute("DELETE FROM pairs")
         self.conn.execute("UPDATE contents SET cluster = id")
 
     # --- containment rows ------------------------------------------------------
     #
-    # Winnowed fingerprints (containment.py), packed like the index rows: (32-bit hash << 30) | content id, in a
-    # table of their own. They follow from the text alone, so a rebuild of the index keeps them.
+    # Winnowed fingerprints (containment.py), packed like the index rows: (32-bit hash << 30) | content id, in runs
+    # of their own. They follow from the text alone, so a rebuild of the index keeps them.
 
     def insert_containment(self, content_ids: np.ndarray, keys: np.ndarray) -> None:
-        if len(keys):
-            self.conn.execute(
-                "INSERT OR IGNORE INTO containment_keys (entry) SELECT value FROM json_each(?)",
-                (_json_ints(distinct(_entries(content_ids, keys))),),
-            )
+        self._containment.insert(_entries(content_ids, keys))
 
     def delete_containment(self, content_ids: np.ndarray, keys: np.ndarray) -> None:
-        if len(keys):
-            self.conn.execute(
-                "DELETE FROM containment_keys WHERE entry IN (SELECT value FROM json_each(?))",
-                (_json_ints(_entries(content_ids, keys)),),
-            )
+        self._containment.delete(_entries(content_ids, keys))
 
     def containment_postings(self, keys: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(keys, content ids) of the stored rows under those of these keys that hold at most `limit` rows, and the
-        keys that hold more. Each key is one range probe that stops after limit + 1 rows; all come back as one
-        string of integers."""
+        keys that hold more."""
         empty = np.empty(0, np.uint64)
         if len(keys) == 0:
             return empty, np.empty(0, np.int64), empty
-        starts = distinct(np.asarray(keys, dtype=np.uint64)).astype(np.int64) << CONTENT_ID_BITS
-        text = self._q(
-            "SELECT group_concat(e) FROM (SELECT (SELECT group_concat(entry) FROM (SELECT entry FROM containment_keys "
-            "WHERE entry BETWEEN j.value AND j.value + ? LIMIT ?)) AS e FROM json_each(?) j)",
-            (_CONTENT_ID_MASK, limit + 1, _json_ints(starts)),
-        ).fetchone()[0]
-        entries = np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, np.int64)
+        entries = self._under_keys(self._containment, keys)
         found, counts = distinct_counts(entries >> CONTENT_ID_BITS)
         common = found[counts > limit]
         entries = entries[~np.isin(entries >> CONTENT_ID_BITS, common)]
@@ -849,7 +823,7 @@ class Store:
         return self._q("SELECT count(*) FROM contents WHERE fingerprints IS NULL").fetchone()[0]
 
     def containment_rows(self) -> int:
-        return self._q("SELECT count(*) FROM containment_keys").fetchone()[0]
+        return self._containment.count()
 
     # --- pairs ---------------------------------------------------------------
 
@@ -1097,40 +1071,21 @@ class Store:
             }
             last = rows[-1][0]
 
-    def index_entry_chunks(self, size: int = 1 << 18, table: str = "index_keys") -> Iterator[np.ndarray]:
-        """Every stored index row ((key << 30) | content id, int64) in order, size of them at a time: one pass
-        over the table in rowid ranges, each page of rows one string of integers (half the time of a tuple
-        per row)."""
-        assert table in _ROW_TABLES
-        sql = f"SELECT group_concat(entry) FROM (SELECT entry FROM {table} WHERE entry {{}} ? ORDER BY entry LIMIT ?)"
-        last, above = -(1 << 63), ">="
-        while True:
-            text = self._q(sql.format(above), (last, size)).fetchone()[0]
-            if text is None:
-                return
-            chunk = np.fromstring(text, dtype=np.int64, sep=",")
-            yield chunk
-            last, above = int(chunk[-1]), ">"
+    def index_entry_chunks(self) -> Iterator[np.ndarray]:
+        """Every stored index row ((key << 30) | content id, int64), a few blocks at a time."""
+        return self._index.chunks()
 
-    def containment_entry_chunks(self, size: int = 1 << 18) -> Iterator[np.ndarray]:
+    def containment_entry_chunks(self) -> Iterator[np.ndarray]:
         """index_entry_chunks() of the containment rows."""
-        return self.index_entry_chunks(size, "containment_keys")
+        return self._containment.chunks()
 
     def stored_containment_entries(self, entries: np.ndarray) -> np.ndarray:
         """stored_entries() of the containment rows."""
-        return self.stored_entries(entries, "containment_keys")
+        return self._containment.holds(entries)
 
-    def stored_entries(self, entries: np.ndarray, table: str = "index_keys") -> np.ndarray:
-        """Those of these index rows the table holds (a rowid lookup each)."""
-        assert table in _ROW_TABLES
-        if len(entries) == 0:
-            return np.empty(0, np.int64)
-        row = self._q(
-            "SELECT json_group_array(j.value) FROM json_each(?) j "
-            f"WHERE EXISTS (SELECT 1 FROM {table} i WHERE i.entry = j.value)",
-            (_json_ints(np.asarray(entries, np.int64)),),
-        ).fetchone()
-        return np.array(json.loads(row[0]), dtype=np.int64)
+    def stored_entries(self, entries: np.ndarray) -> np.ndarray:
+        """Those of these index rows the store holds."""
+        return self._index.holds(entries)
 
     def document_count_mismatches(self) -> Iterator[tuple[int, int, int]]:
         """(content id, its documents column, documents pointing at it) of every content where the two differ

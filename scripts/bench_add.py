@@ -6,10 +6,13 @@ temporary folder, times `Database.add` on that folder through the library, and
 in the same run times two peers on the same texts (already in memory, so the
 peers pay no file I/O):
 
-  * datasketch: lowercase, split on whitespace, word 3-gram shingles encoded to
-    bytes, MinHash(num_perm=P).update_batch, MinHashLSH(threshold=0.5,
-    num_perm=P).insert, with P the permutations dedupdb uses (--peer-perms adds
-    other values);
+  * rensa 0.5 (Rust): lowercase, split on whitespace, word bigram shingles,
+    RMinHash(num_perm=P).update, RMinHashLSH(threshold=0.5, num_perm=P,
+    num_bands=B).query then insert, with P and B the permutations and bands dedupdb
+    uses: in memory, one process, no verification;
+  * datasketch: the same word bigrams encoded to bytes, MinHash(num_perm=P).update_batch,
+    MinHashLSH(threshold=0.5, num_perm=P).query then insert (--peer-perms adds other
+    values of P);
   * simhash: Simhash(text) (the package's default features: character 4-grams)
     and SimhashIndex(k=3).add, on a subset (--peer-limit), docs/s extrapolated.
 
@@ -165,22 +168,42 @@ def bench_dedupdb_records(texts: list[str], workdir: Path) -> dict:
             "bytes": corpus.stat().st_size}
 
 
+def word_bigrams(text: str) -> list[str]:
+    """The peers' shingles: lowercase word bigrams (one shingle of the whole text below two words)."""
+    words = text.lower().split()
+    if len(words) >= 2:
+        return list({f"{words[j]} {words[j + 1]}" for j in range(len(words) - 1)})
+    return [" ".join(words)]
+
+
 def bench_datasketch(texts: list[str], num_perm: int) -> dict:
     from datasketch import MinHash, MinHashLSH
 
     started = time.perf_counter()
     lsh = MinHashLSH(threshold=0.5, num_perm=num_perm)
+    candidates = 0
     for i, text in enumerate(texts):
-        words = text.lower().split()
-        if len(words) >= 3:
-            shingles = {" ".join(words[j : j + 3]).encode("utf-8") for j in range(len(words) - 2)}
-        else:
-            shingles = {" ".join(words).encode("utf-8")}
         m = MinHash(num_perm=num_perm)
-        m.update_batch(list(shingles))
+        m.update_batch([s.encode("utf-8") for s in word_bigrams(text)])
+        candidates += len(lsh.query(m))
         lsh.insert(i, m)
     return {"seconds": time.perf_counter() - started, "docs": len(texts), "rss_mb": peak_rss_mb(),
-            "banding": f"{lsh.b}x{lsh.r}"}
+            "banding": f"{lsh.b}x{lsh.r}", "candidates": candidates}
+
+
+def bench_rensa(texts: list[str], num_perm: int, bands: int) -> dict:
+    from rensa import RMinHash, RMinHashLSH
+
+    started = time.perf_counter()
+    lsh = RMinHashLSH(threshold=0.5, num_perm=num_perm, num_bands=bands)
+    candidates = 0
+    for i, text in enumerate(texts):
+        m = RMinHash(num_perm=num_perm, seed=42)
+        m.update(word_bigrams(text))
+        candidates += len(lsh.query(m))
+        lsh.insert(i, m)
+    return {"seconds": time.perf_counter() - started, "docs": len(texts), "rss_mb": peak_rss_mb(),
+            "banding": f"{bands}x{num_perm // bands}", "candidates": candidates}
 
 
 def bench_simhash(texts: list[str], features: str) -> dict:
@@ -201,7 +224,7 @@ def bench_simhash(texts: list[str], features: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description="Time `dedupdb add` on IMDB reviews written as .txt files, against datasketch MinHashLSH and simhash.",
+        description="Time `dedupdb add` on IMDB reviews written as .txt files, against rensa, datasketch MinHashLSH and simhash.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--limit", type=int, default=None, help="use only the first N documents (default: all 100,000)")
@@ -263,6 +286,12 @@ def main() -> None:
     rows.append(("dedupdb add (one JSONL file)", r["docs"], r["seconds"], r["rss_mb"], False))
     if not args.skip_peers:
         own = dedupdb.Settings().num_perm
+        from dedupdb.lsh import optimal_banding
+
+        # rensa's bands must divide the permutations: dedupdb's rows per band, as many bands as fit.
+        bands = own // optimal_banding(dedupdb.Settings().threshold, own).rows
+        rs = bench_rensa(texts, own, bands)
+        rows.append((f"rensa RMinHash+LSH {own} perm ({rs['banding']})", rs["docs"], rs["seconds"], rs["rss_mb"], False))
         for perms in [own] + [p for p in args.peer_perms if p != own]:
             ds = bench_datasketch(texts, perms)
             rows.append((f"datasketch MinHash+LSH {perms} perm ({ds['banding']})", ds["docs"], ds["seconds"],

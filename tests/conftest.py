@@ -93,3 +93,39 @@ def mixed_folder(tmp_path) -> Path:
     (root / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(200))
     write(root / ".hidden" / "secret.txt", ENGLISH)
     return root
+
+
+def stored_rows(db_path: Path, family: str = "index"):
+    """Every packed row (int64 numpy array) of one family of runs ('index' or 'containment'), read as a careless
+    tool would, straight from the blocks."""
+    import sqlite3
+
+    import numpy as np
+
+    number = {"index": 0, "containment": 1}[family]
+    conn = sqlite3.connect(db_path)
+    try:
+        blobs = conn.execute(
+            "SELECT b.data FROM run_blocks b JOIN runs r ON r.id = b.run WHERE r.family = ?", (number,)
+        ).fetchall()
+    finally:
+        conn.close()
+    return np.concatenate([np.frombuffer(b, "<i8") for (b,) in blobs] or [np.empty(0, np.int64)]).astype(np.int64)
+
+
+def tamper_rows(db_path: Path, family: str = "index", remove=(), add=()) -> None:
+    """Remove and add packed rows of one family behind the indexer's back, as damage would."""
+    import numpy as np
+
+    from dedupdb.store import Store
+
+    store = Store.open(db_path, create=False)
+    try:
+        runs = store._index if family == "index" else store._containment
+        with store.transaction():
+            if len(remove):
+                runs.delete(np.asarray(remove, np.int64))
+            if len(add):
+                runs.insert(np.asarray(add, np.int64))
+    finally:
+        store.close()

@@ -14,7 +14,7 @@ import dedupdb
 from dedupdb.check import CHECKS, components
 from dedupdb.cluster import components as union_find_components
 
-from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, write
+from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, stored_rows, tamper_rows, write
 
 VOCABULARY = [f"word{i}" for i in range(3000)]
 
@@ -95,8 +95,9 @@ def test_sound_store_passes_cli_and_library(store, cli):
 
 def test_expected_index_rows_include_simhash_blocks(store):
     """The long texts have 53 band rows and 10 SimHash block-pair rows each, the short ones bands only."""
+    owners, counts = np.unique(stored_rows(store) & ((1 << 30) - 1), return_counts=True)
+    per_content = dict(zip(owners.tolist(), counts.tolist()))
     conn = sqlite3.connect(store)
-    per_content = dict(conn.execute("SELECT entry & ((1 << 30) - 1), count(*) FROM index_keys GROUP BY 1").fetchall())
     with_simhash = {r[0] for r in conn.execute("SELECT id FROM contents WHERE simhash IS NOT NULL")}
     conn.close()
     assert with_simhash and set(per_content) - with_simhash
@@ -148,10 +149,11 @@ def _fails(cli, check: str, *, also: tuple[str, ...] = ()) -> dict:
 
 
 def test_deleted_index_row(store, cli):
-    entry = scalar(store, "SELECT entry FROM index_keys ORDER BY entry LIMIT 1 OFFSET 100")
+    entries = np.sort(stored_rows(store))
+    entry = int(entries[100])
     owner = entry & ((1 << 30) - 1)
-    rows = scalar(store, f"SELECT count(*) FROM index_keys WHERE entry & ((1 << 30) - 1) = {owner}")
-    raw(store, f"DELETE FROM index_keys WHERE entry = {entry}")
+    rows = int(np.count_nonzero((entries & ((1 << 30) - 1)) == owner))
+    tamper_rows(store, remove=[entry])
     problem = _fails(cli, "index_rows")
     assert problem["count"] == 1 and problem["what"] == "wrong index rows (1 missing and 0 extra, in 1 content)"
     assert problem["examples"] == [f"content {owner}: 1 of {rows} missing"]
@@ -159,11 +161,7 @@ def test_deleted_index_row(store, cli):
 
 def test_stray_index_rows(store, cli):
     # One extra row for an existing content, one for a content id beyond every stored one.
-    raw(
-        store,
-        f"INSERT INTO index_keys (entry) VALUES ({(12345 << 30) | 1})",
-        f"INSERT INTO index_keys (entry) VALUES ({(777 << 30) | 99999})",
-    )
+    tamper_rows(store, add=[(12345 << 30) | 1, (777 << 30) | 99999])
     problem = _fails(cli, "index_rows")
     assert problem["count"] == 2
     assert problem["what"] == "wrong index rows (0 missing and 1 extra, in 1 content; 1 of contents that do not exist)"
@@ -177,7 +175,7 @@ def test_index_rows_left_by_a_deleted_content(store, cli):
         "SELECT id FROM contents WHERE documents = 1 AND id < (SELECT max(id) FROM contents) "
         "AND id NOT IN (SELECT a FROM pairs UNION SELECT b FROM pairs) ORDER BY id LIMIT 1",
     )
-    rows = scalar(store, f"SELECT count(*) FROM index_keys WHERE entry & ((1 << 30) - 1) = {victim}")
+    rows = int(np.count_nonzero((stored_rows(store) & ((1 << 30) - 1)) == victim))
     raw(store, f"DELETE FROM documents WHERE content_id = {victim}", f"DELETE FROM contents WHERE id = {victim}")
     problem = _fails(cli, "index_rows", also=("containment_rows",))  # its containment rows are left behind too
     assert problem["count"] == rows
@@ -288,7 +286,7 @@ def test_damaged_pages_fail_check_without_traceback(big_store, cli):
 
 
 def test_damaged_table_pages_fail_check_without_traceback(big_store, cli):
-    damage_roots(big_store, "contents", "index_keys")
+    damage_roots(big_store, "contents", "run_blocks")
     result = cli("check")
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output and result.output.startswith("integrity: ")
@@ -296,7 +294,7 @@ def test_damaged_table_pages_fail_check_without_traceback(big_store, cli):
 
 
 def test_check_library_on_damaged_table_pages(big_store):
-    damage_roots(big_store, "index_keys")
+    damage_roots(big_store, "run_blocks")
     with dedupdb.open(big_store, create=False) as db:
         report = db.check()
     assert not report.sound and report.failed()[:2] == ["integrity", "index_rows"]

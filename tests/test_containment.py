@@ -19,7 +19,7 @@ from dedupdb.containment import Side, containment, winnowed
 from dedupdb.hashing import distinct
 from dedupdb.tokens import Tokenizer, shingle_hashes
 
-from .conftest import ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+from .conftest import ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, stored_rows, tamper_rows, write
 
 VOCABULARY = [f"word{i}" for i in range(5000)]
 
@@ -213,10 +213,7 @@ def _fingerprints(db) -> dict[int, np.ndarray]:
 
 
 def test_check_finds_missing_and_stray_containment_rows_and_reindex_repairs_them(cli, indexed, db_path):
-    conn = sqlite3.connect(db_path, isolation_level=None)
-    conn.execute("DELETE FROM containment_keys WHERE entry IN (SELECT entry FROM containment_keys LIMIT 3)")
-    conn.execute("INSERT INTO containment_keys (entry) VALUES (?)", ((12345 << 30) | 99999,))
-    conn.close()
+    tamper_rows(db_path, "containment", remove=stored_rows(db_path, "containment")[:3], add=[(12345 << 30) | 99999])
     result = cli("check", "--format", "json")
     assert result.exit_code == 1
     problem = next(p for p in json.loads(result.stdout)["problems"] if p["check"] == "containment_rows")
@@ -232,7 +229,8 @@ def _as_schema_3(db_path: Path) -> None:
     """Turn a current store back into schema 3: no containment rows, no fingerprints."""
     conn = sqlite3.connect(db_path, isolation_level=None)
     conn.executescript(
-        "BEGIN; DROP TABLE containment_keys; DROP INDEX contents_without_fingerprints;"
+        "BEGIN; DROP TABLE run_blocks; DROP TABLE runs; CREATE TABLE index_keys (entry INTEGER PRIMARY KEY);"
+        "DROP INDEX contents_without_fingerprints;"
         "ALTER TABLE contents DROP COLUMN fingerprints; PRAGMA user_version = 3; COMMIT;"
     )
     conn.close()

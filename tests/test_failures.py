@@ -62,12 +62,12 @@ def test_damaged_middle_of_the_file_is_one_line(stored, cli, tmp_path, command):
 @pytest.mark.parametrize("command", ["stats", "report", "add", "query"])
 def test_damaged_table_pages_met_after_opening_are_one_line(stored, cli, tmp_path, command):
     # The store opens (meta and blobs are intact); the damage is met by a later statement or fetch.
-    damage_roots(stored, "contents", "index_keys")
+    damage_roots(stored, "contents", "run_blocks")
     one_line_error(_run(cli, command, tmp_path), "is damaged", "dedupdb check")
 
 
 def test_damage_raises_database_error_in_the_library(stored, corpus):
-    damage_roots(stored, "contents", "index_keys")
+    damage_roots(stored, "contents", "run_blocks")
     with dedupdb.open(stored, create=False) as db:
         for call in (db.stats, db.clusters, lambda: db.query(ENGLISH)):
             with pytest.raises(DatabaseError, match="is damaged .*dedupdb check"):

@@ -15,7 +15,7 @@ def test_blank_database_gets_current_schema(db_path):
     migrations = migrate.available()
     assert migrate.schema_version(store.conn) == len(migrations) >= 1
     tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"meta", "files", "documents", "contents", "index_keys", "pairs"} <= tables
+    assert {"meta", "files", "documents", "contents", "runs", "run_blocks", "pairs"} <= tables
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert store.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     store.close()
@@ -57,13 +57,13 @@ def _as_schema_2(db_path) -> None:
     """Turn a current database back into the schema-2 layout: index rows in two tables, user_version 2."""
     conn = sqlite3.connect(db_path, isolation_level=None)
     conn.executescript(
-        "BEGIN; DROP TABLE index_keys;"
+        "BEGIN; DROP TABLE run_blocks; DROP TABLE runs;"
         "CREATE TABLE lsh_bands (band INTEGER NOT NULL, key INTEGER NOT NULL, content_id INTEGER NOT NULL,"
         " PRIMARY KEY (band, key, content_id)) WITHOUT ROWID;"
         "CREATE TABLE simhash_blocks (block INTEGER NOT NULL, value INTEGER NOT NULL, content_id INTEGER NOT NULL,"
         " PRIMARY KEY (block, value, content_id)) WITHOUT ROWID;"
         "DELETE FROM pairs; UPDATE contents SET cluster = id;"
-        "DROP TABLE containment_keys; DROP INDEX contents_without_fingerprints; ALTER TABLE contents DROP COLUMN fingerprints;"
+        "DROP INDEX contents_without_fingerprints; ALTER TABLE contents DROP COLUMN fingerprints;"
         "PRAGMA user_version = 2; COMMIT;"
     )
     conn.close()
@@ -108,3 +108,31 @@ def test_store_refuses_more_contents_than_index_rows_can_name(tmp_path, db_path,
     assert "at most" in result.output and "Traceback" not in result.output
     with dedupdb.open(db_path) as db:
         assert db.store.counts()["contents"] == 1  # the failed batch left nothing behind
+
+
+def test_schema_4_index_tables_become_runs_on_open(tmp_path, db_path, cli):
+    """A store whose rows sit in the index_keys and containment_keys tables (schema 4) is migrated: the rows are
+    rebuilt into runs from the stored signatures and fingerprints, with the same pairs and answers."""
+    from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+
+    folder = tmp_path / "docs"
+    for name, text in [("a", ENGLISH), ("b", ENGLISH_EDITED), ("c", ENGLISH_OTHER), ("d", CHINESE), ("e", CHINESE_EDITED)]:
+        write(folder / f"{name}.txt", text)
+    with dedupdb.open(db_path) as db:
+        db.add([folder])
+        before = sorted((p.a, p.b, p.jaccard) for p in db.pairs())
+        rows, containment_rows = db.store.index_rows(), db.store.containment_rows()
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.executescript(
+        "BEGIN; DROP TABLE run_blocks; DROP TABLE runs; DELETE FROM meta WHERE key LIKE 'runs.%';"
+        "CREATE TABLE index_keys (entry INTEGER PRIMARY KEY); CREATE TABLE containment_keys (entry INTEGER PRIMARY KEY);"
+        "PRAGMA user_version = 4; COMMIT;"
+    )
+    conn.close()
+    result = cli("check")
+    assert result.exit_code == 0, result.output
+    with dedupdb.open(db_path) as db:
+        tables = {r[0] for r in db.store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "index_keys" not in tables and "containment_keys" not in tables
+        assert (db.store.index_rows(), db.store.containment_rows()) == (rows, containment_rows)
+        assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before

@@ -1,0 +1,438 @@
+"""Sorted runs of packed index rows: the part of the storage layer that keeps a large index cheap to grow.
+
+An index row is one integer, (key << 30) | content id (store.py). Kept as rows of one SQLite B-tree, every
+insert of a growing index lands on a page of its own once the index outgrows the cache, and a commit rewrites
+each such page whole: a million-document store took four times as long per document as an empty one.
+
+Here rows live as a log-structured merge tree (O'Neil et al. 1996) inside the same SQLite file: every batch of
+new rows becomes a sorted run of its own, stored as blocks of BLOCK_ENTRIES integers (one 16 KiB page each);
+runs of about the same size are merged, FANOUT at a time, into one run FANOUT times larger (size-tiered), so a
+row is rewritten once per level (about log4 of the index size over a batch's) and always sequentially. A lookup
+finds, in every run, the one or two blocks whose range covers a key from the first entry of each block, which
+this module keeps in memory; a million documents make about 30,000 blocks. Every change happens inside the
+caller's transaction, so a merge, like an insert, is applied whole or not at all, and a process killed
+mid-merge loses nothing committed.
+
+Rows are deleted from the blocks that hold them (a file removed or changed): a block rewritten, not a
+tombstone, so a run always holds exactly the rows the store has.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from .hashing import distinct
+
+# Entries per block (4,000 bytes): a probe reads one block per run that may hold its key, so blocks are small;
+# four fit in a 16 KiB page.
+BLOCK_ENTRIES = 500
+# A run of at most this many entries is kept in memory whole once an ingest probes it (16 MiB): the small runs,
+# the newest rows, are where most probes of a growing store land, and a few levels of them fit.
+MEMORY_RUN_ENTRIES = 1 << 21
+# Bits of a run's key filter per entry, at least (a power of two of them in all): a key of no entry of the run
+# passes with odds of at most 1 - e^(-1/8), 12%.
+FILTER_BITS_PER_ENTRY = 8
+_CONTENT_ID_BITS = 30  # the low bits of an entry; the key is the rest (store.py)
+# Runs merged at once: a level holds at most FANOUT - 1 runs before they become one of the next.
+FANOUT = 4
+# A run of up to this many entries is of level 0 (about one ingest batch of 1,000 documents).
+LEVEL_BASE = 1 << 16
+# Blocks read per statement when a run is read in order (merging, scanning).
+_READ_BLOCKS = 64
+_TOKEN_KEY = "runs.token.{}"  # one per family
+_CHUNK = 500
+
+
+@dataclass
+class _Run:
+    id: int
+    level: int
+    entries: int
+    block_ids: np.ndarray  # int64, in key order
+    firsts: np.ndarray     # int64: the smallest entry of each block
+    filter: "KeyBits | None" = None  # made when first needed (filtered lookups), or as the run is written
+    data: np.ndarray | None = None   # every entry, for a small run that a filtered lookup has read whole
+
+
+class KeyBits:
+    """Which keys a run may hold, in memory: one bit per slot, a key's slot its top bits (keys are hashes). A
+    clear bit rules a key out; a set bit only means "look". Built from sorted entries, a block at a time."""
+
+    def __init__(self, entries: int, key_bits: int) -> None:
+        slot_bits = max(10, min(key_bits, int(np.ceil(np.log2(max(1, entries) * FILTER_BITS_PER_ENTRY)))))
+        self._shift = np.int64(_CONTENT_ID_BITS + key_bits - slot_bits)
+        self._bits = np.zeros(1 << (slot_bits - 3), np.uint8)
+
+    def add_sorted(self, entries: np.ndarray) -> None:
+        if len(entries) == 0:
+            return
+        slots = entries >> self._shift
+        words = slots >> 3
+        masks = (np.uint8(1) << (slots & 7).astype(np.uint8)).astype(np.uint8)
+        starts = np.flatnonzero(np.concatenate(([True], words[1:] != words[:-1])))
+        self._bits[words[starts]] |= np.bitwise_or.reduceat(masks, starts)
+
+    def may_hold(self, entries: np.ndarray) -> np.ndarray:
+        """Whether the key of each entry may be held (the content id bits do not matter)."""
+        slots = entries >> self._shift
+        return ((self._bits[slots >> 3] >> (slots & 7).astype(np.uint8)) & 1).astype(bool)
+
+    @property
+    def nbytes(self) -> int:
+        return self._bits.nbytes
+
+
+def level_of(entries: int) -> int:
+    """Runs of about the same size share a level: 0 up to LEVEL_BASE entries, then one level per FANOUT times."""
+    level, size = 0, LEVEL_BASE
+    while entries > size:
+        level, size = level + 1, size * FANOUT
+    return level
+
+
+def _blob(entries: np.ndarray) -> bytes:
+    return entries.astype("<i8").tobytes()
+
+
+def _array(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype="<i8")  # read-only, and int64 itself on every little-endian machine
+
+
+class Runs:
+    """The runs of one family of rows (0: LSH and SimHash index rows, 1: containment rows) in a store's
+    connection. Reads see the committed state of the store (or the caller's transaction); writes must run inside
+    the caller's write transaction."""
+
+    def __init__(self, conn, family: int, key_bits: int) -> None:
+        self.conn = conn
+        self.family = family
+        self.key_bits = key_bits
+        self._runs: dict[int, _Run] | None = None  # the block fences, as of _token
+        self._token: str | None = None
+
+    # --- the fences, kept in memory ---------------------------------------------------------------
+
+    def _current(self) -> dict[int, _Run]:
+        """The runs and their block fences: read again whenever the store's runs changed since they were read
+        (another process, or a rolled-back transaction of this one: every change writes a new random token)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (_TOKEN_KEY.format(self.family),)).fetchone()
+        token = row[0] if row else ""
+        if self._runs is None or token != self._token:
+            runs: dict[int, _Run] = {}
+            for run_id, level, entries in self.conn.execute(
+                "SELECT id, level, entries FROM runs WHERE family = ? ORDER BY id", (self.family,)
+            ).fetchall():
+                fences = np.array(
+                    self.conn.execute(
+                        "SELECT id, first FROM run_blocks WHERE run = ? ORDER BY first", (run_id,)
+                    ).fetchall(),
+                    dtype=np.int64,
+                ).reshape(-1, 2)
+                runs[run_id] = _Run(run_id, level, entries, fences[:, 0].copy(), fences[:, 1].copy())
+            self._runs, self._token = runs, token
+        return self._runs
+
+    def _changed(self) -> None:
+        """Mark a change (inside the writing transaction): other connections, and this one after a rollback,
+        read the fences again."""
+        self._token = secrets.token_hex(8)
+        self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_TOKEN_KEY.format(self.family), self._token))
+
+    # --- writing ----------------------------------------------------------------------------------
+
+    def insert(self, entries: np.ndarray) -> None:
+        """Add rows (any order, repeats stored once) as a run of their own, then merge runs while some level
+        holds FANOUT of them. The rows must not be stored already: every row names its content, and a content's
+        rows are added once (when it arrives, or when an index is rebuilt after clear())."""
+        entries = distinct(np.asarray(entries, dtype=np.int64))
+        if len(entries) == 0:
+            return
+        runs = self._current()
+        run = self._new_run(level_of(len(entries)), len(entries))
+        self._write_blocks(run, entries)
+        run.data = entries if len(entries) <= MEMORY_RUN_ENTRIES else None
+        self._finish_run(run)
+        runs[run.id] = run
+        self._changed()
+        self._compact(runs)
+
+    def delete(self, entries: np.ndarray) -> None:
+        """Remove rows wherever they are (rows not stored are ignored): each block holding one is rewritten."""
+        entries = distinct(np.asarray(entries, dtype=np.int64))
+        if len(entries) == 0:
+            return
+        runs = self._current()
+        changed = False
+        for run in list(runs.values()):
+            blocks = _covering_blocks(run, entries, entries)
+            if len(blocks) == 0:
+                continue
+            removed = 0
+            keep = np.ones(len(run.block_ids), bool)
+            for position, data in zip(blocks.tolist(), self._read(run.block_ids[blocks])):
+                left = data[~np.isin(data, entries, assume_unique=True)]
+                if len(left) == len(data):
+                    continue
+                removed += len(data) - len(left)
+                block_id = int(run.block_ids[position])
+                if len(left):
+                    self.conn.execute(
+                        "UPDATE run_blocks SET first = ?, entries = ?, data = ? WHERE id = ?",
+                        (int(left[0]), len(left), _blob(left), block_id),
+                    )
+                    run.firsts[position] = left[0]
+                else:
+                    self.conn.execute("DELETE FROM run_blocks WHERE id = ?", (block_id,))
+                    keep[position] = False
+            if not removed:
+                continue
+            changed = True
+            run.data = None  # read again when next needed
+            run.block_ids, run.firsts, run.entries = run.block_ids[keep], run.firsts[keep], run.entries - removed
+            if run.entries:
+                self.conn.execute("UPDATE runs SET entries = ? WHERE id = ?", (run.entries, run.id))
+            else:
+                self.conn.execute("DELETE FROM runs WHERE id = ?", (run.id,))
+                del runs[run.id]
+        if changed:
+            self._changed()
+
+    def clear(self) -> None:
+        self.conn.execute("DELETE FROM run_blocks WHERE run IN (SELECT id FROM runs WHERE family = ?)", (self.family,))
+        self.conn.execute("DELETE FROM runs WHERE family = ?", (self.family,))
+        self._runs = {}
+        self._changed()
+
+    def _new_run(self, level: int, expected: int) -> _Run:
+        """An empty run, with a key filter sized for the entries it is about to receive."""
+        cursor = self.conn.execute("INSERT INTO runs (family, level, entries) VALUES (?, ?, 0)", (self.family, level))
+        return _Run(cursor.lastrowid, level, 0, np.empty(0, np.int64), np.empty(0, np.int64),
+                    KeyBits(expected, self.key_bits))
+
+    def _write_blocks(self, run: _Run, entries: np.ndarray) -> None:
+        """Append sorted entries, all above those the run holds, as whole blocks (the last may be short)."""
+        if len(entries) == 0:
+            return
+        rows = [
+            (run.id, int(entries[start]), min(BLOCK_ENTRIES, len(entries) - start), _blob(entries[start : start + BLOCK_ENTRIES]))
+            for start in range(0, len(entries), BLOCK_ENTRIES)
+        ]
+        last = self.conn.execute("SELECT coalesce(max(id), 0) FROM run_blocks").fetchone()[0]
+        ids = np.arange(last + 1, last + 1 + len(rows), dtype=np.int64)
+        self.conn.executemany(
+            "INSERT INTO run_blocks (id, run, first, entries, data) VALUES (?, ?, ?, ?, ?)",
+            [(int(i), *row) for i, row in zip(ids, rows)],
+        )
+        if run.filter is not None:
+            run.filter.add_sorted(entries)
+        run.block_ids = np.concatenate((run.block_ids, ids))
+        run.firsts = np.concatenate((run.firsts, entries[::BLOCK_ENTRIES]))
+        run.entries += len(entries)
+
+    def _finish_run(self, run: _Run) -> None:
+        self.conn.execute("UPDATE runs SET entries = ?, level = ? WHERE id = ?", (run.entries, run.level, run.id))
+
+    # --- merging ----------------------------------------------------------------------------------
+
+    def _compact(self, runs: dict[int, _Run]) -> None:
+        """Merge the runs of a level into one while any level holds FANOUT runs (the smallest level first)."""
+        while True:
+            by_level: dict[int, list[_Run]] = {}
+            for run in runs.values():
+                by_level.setdefault(run.level, []).append(run)
+            full = sorted(level for level, members in by_level.items() if len(members) >= FANOUT)
+            if not full:
+                return
+            self._merge(runs, sorted(by_level[full[0]], key=lambda r: r.id))
+
+    def _merge(self, runs: dict[int, _Run], merged: list[_Run]) -> None:
+        """One run of all rows of `merged`, written in order while they are read in order: a k-way merge in
+        bounded memory (a few blocks of each run at a time)."""
+        total = sum(r.entries for r in merged)
+        out = self._new_run(level_of(total), total)
+        readers = [_RunReader(self, r) for r in merged]
+        pending = np.empty(0, np.int64)
+        while any(not r.done for r in readers):
+            # Every run's loaded rows up to the smallest of their last loaded rows are all the merged run has
+            # below that bound: emit them, then load more of the runs that ran dry.
+            bound = min(r.last for r in readers if not r.done)
+            parts = [pending] + [r.take_through(bound) for r in readers]
+            merged_part = np.concatenate(parts)
+            merged_part.sort(kind="stable")
+            whole = (len(merged_part) // BLOCK_ENTRIES) * BLOCK_ENTRIES
+            self._write_blocks(out, _distinct_sorted(merged_part[:whole]) if whole else merged_part[:0])
+            pending = merged_part[whole:]
+        rest = np.concatenate([pending] + [r.take_through(np.iinfo(np.int64).max) for r in readers])
+        rest.sort()
+        self._write_blocks(out, _distinct_sorted(rest))
+        out.level = level_of(out.entries)
+        self._finish_run(out)
+        ids = [r.id for r in merged]
+        for chunk in _chunks(ids):
+            marks = ",".join("?" * len(chunk))
+            self.conn.execute(f"DELETE FROM run_blocks WHERE run IN ({marks})", chunk)
+            self.conn.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
+        for run_id in ids:
+            del runs[run_id]
+        runs[out.id] = out
+        self._changed()
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    def _read(self, block_ids: np.ndarray) -> list[np.ndarray]:
+        """The entries of blocks, in the order asked."""
+        wanted = block_ids.tolist()
+        found: dict[int, bytes] = {}
+        for chunk in _chunks(wanted):
+            found.update(self.conn.execute(
+                f"SELECT id, data FROM run_blocks WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall())
+        return [_array(found[i]) for i in wanted]
+
+    def _holds(self, runs: dict[int, _Run], entries: np.ndarray) -> np.ndarray:
+        """Which of these sorted distinct entries some run holds."""
+        held = np.zeros(len(entries), bool)
+        for run in runs.values():
+            found = self._within(run, entries, entries)
+            if len(found):
+                held |= np.isin(entries, found, assume_unique=True)
+        return held
+
+    def _within(self, run: _Run, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
+        """The entries of one run within any of the ranges [lows[i], highs[i]] (lows sorted, ranges disjoint)."""
+        if len(lows) == 0:
+            return np.empty(0, np.int64)
+        if run.data is not None:
+            data = run.data
+        else:
+            blocks = _covering_blocks(run, lows, highs)
+            if len(blocks) == 0:
+                return np.empty(0, np.int64)
+            data = np.concatenate(self._read(run.block_ids[blocks]))  # blocks in key order: data stays sorted
+        starts = np.searchsorted(data, lows, "left")
+        ends = np.searchsorted(data, highs, "right")
+        lengths = ends - starts
+        if not lengths.any():
+            return np.empty(0, np.int64)
+        nonzero = lengths > 0
+        starts, lengths = starts[nonzero], lengths[nonzero]
+        offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        return data[np.repeat(starts, lengths) + offsets]
+
+    def lookup(self, lows: np.ndarray, highs: np.ndarray, filtered: bool = False) -> np.ndarray:
+        """Every stored entry within any of the ranges [lows[i], highs[i]] (lows sorted and distinct, ranges
+        disjoint), sorted. With filtered, each range must be the entries of one key (as the store's probes are),
+        and a run is looked into only for the keys its filter may hold: what an ingest, which probes many keys
+        of which most are in no run or one, asks for. The filters cost a byte or two per entry in memory, made
+        by reading each run once."""
+        lows, highs = np.asarray(lows, np.int64), np.asarray(highs, np.int64)
+        if len(lows) == 0:
+            return np.empty(0, np.int64)
+        parts = []
+        for run in self._current().values():
+            if filtered:
+                if run.data is None and run.entries <= MEMORY_RUN_ENTRIES:
+                    run.data = np.concatenate(list(self._run_chunks(run)) or [np.empty(0, np.int64)])
+                maybe = self._filter_of(run).may_hold(lows)
+                parts.append(self._within(run, lows[maybe], highs[maybe]))
+            else:
+                parts.append(self._within(run, lows, highs))
+        found = np.concatenate(parts) if parts else np.empty(0, np.int64)
+        found.sort()
+        return found
+
+    def _filter_of(self, run: _Run) -> KeyBits:
+        if run.filter is None:
+            bits = KeyBits(run.entries, self.key_bits)
+            for entries in [run.data] if run.data is not None else self._run_chunks(run):
+                bits.add_sorted(entries)
+            run.filter = bits
+        return run.filter
+
+    def _run_chunks(self, run: _Run) -> Iterator[np.ndarray]:
+        reader = _RunReader(self, run)
+        while not reader.done:
+            yield reader.take_through(reader.last)
+
+    def holds(self, entries: np.ndarray) -> np.ndarray:
+        """Those of these entries that are stored."""
+        entries = distinct(np.asarray(entries, dtype=np.int64))
+        return entries[self._holds(self._current(), entries)]
+
+    def count(self) -> int:
+        row = self.conn.execute("SELECT coalesce(sum(entries), 0) FROM runs WHERE family = ?", (self.family,)).fetchone()
+        return int(row[0])
+
+    def run_count(self) -> int:
+        return len(self._current())
+
+    def chunks(self) -> Iterator[np.ndarray]:
+        """Every stored entry, a few blocks at a time (sorted within each run, runs one after another)."""
+        for run in list(self._current().values()):
+            yield from self._run_chunks(run)
+
+
+class _RunReader:
+    """Reads one run in order, _READ_BLOCKS blocks at a time."""
+
+    def __init__(self, runs: Runs, run: _Run) -> None:
+        self._runs = runs
+        self._block_ids = run.block_ids
+        self._next = 0
+        self._loaded = np.empty(0, np.int64)
+        self.done = False
+        self._load()
+
+    def _load(self) -> None:
+        if self._next >= len(self._block_ids):
+            self.done = len(self._loaded) == 0
+            return
+        ids = self._block_ids[self._next : self._next + _READ_BLOCKS]
+        self._next += len(ids)
+        self._loaded = np.concatenate([self._loaded] + self._runs._read(ids))
+
+    @property
+    def last(self) -> int:
+        return int(self._loaded[-1])
+
+    def take_through(self, bound: int) -> np.ndarray:
+        """The loaded entries up to bound (all of them when the bound is their last), loading more after."""
+        if self.done:
+            return np.empty(0, np.int64)
+        cut = int(np.searchsorted(self._loaded, bound, "right"))
+        taken, self._loaded = self._loaded[:cut], self._loaded[cut:]
+        if len(self._loaded) == 0:
+            self._load()
+        return taken
+
+
+def _covering_blocks(run: _Run, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
+    """Positions (in run order) of the blocks that may hold an entry within some range [lows[i], highs[i]]."""
+    if len(run.firsts) == 0:
+        return np.empty(0, np.int64)
+    first = np.searchsorted(run.firsts, lows, "right") - 1
+    last = np.searchsorted(run.firsts, highs, "right") - 1
+    live = last >= 0
+    first, last = np.maximum(first[live], 0), last[live]
+    if len(first) == 0:
+        return np.empty(0, np.int64)
+    spans = last - first + 1
+    if (spans == 1).all():
+        return distinct(first)
+    offsets = np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans)
+    return distinct(np.repeat(first, spans) + offsets)
+
+
+def _distinct_sorted(values: np.ndarray) -> np.ndarray:
+    if len(values) < 2:
+        return values
+    return values[np.concatenate(([True], values[1:] != values[:-1]))]
+
+
+def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,166 @@
+"""The sorted runs that hold index and containment rows (runs.py), against a plain set of integers."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from dedupdb import runs as runs_module
+from dedupdb.store import Store
+
+
+@pytest.fixture
+def small_runs(monkeypatch):
+    """Tiny blocks and levels, so a few thousand rows make many blocks, levels and merges."""
+    monkeypatch.setattr(runs_module, "BLOCK_ENTRIES", 7)
+    monkeypatch.setattr(runs_module, "LEVEL_BASE", 40)
+    monkeypatch.setattr(runs_module, "_READ_BLOCKS", 3)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store.open(tmp_path / "runs.db")
+    from dedupdb import migrate
+
+    migrate.apply(s.conn, migrate.available())
+    yield s
+    s.close()
+
+
+def _within(model: set[int], lows, highs) -> list[int]:
+    return sorted(v for v in model if any(lo <= v <= hi for lo, hi in zip(lows, highs)))
+
+
+def test_runs_match_a_set_through_inserts_deletes_and_merges(store, small_runs):
+    rng = random.Random(7)
+    runs = store._index
+    model: set[int] = set()
+    for step in range(120):
+        with store.transaction():
+            if step % 5 == 4 and model:
+                gone = rng.sample(sorted(model), min(len(model), rng.randint(1, 30))) + [rng.randrange(1 << 40)]
+                runs.delete(np.array(gone))
+                model -= set(gone)
+            else:
+                fresh = {rng.randrange(1 << 40) for _ in range(rng.randint(1, 60))} - model
+                runs.insert(np.array(sorted(fresh), np.int64))
+                model |= fresh
+        lows = np.unique(np.array([rng.randrange(1 << 40) for _ in range(20)], np.int64))
+        highs = lows + (1 << 34)
+        overlapping = np.concatenate(([True], lows[1:] > highs[:-1]))
+        lows, highs = lows[overlapping], highs[overlapping]
+        assert runs.lookup(lows, highs).tolist() == _within(model, lows.tolist(), highs.tolist())
+    everything = np.array(sorted(model), np.int64)
+    assert runs.count() == len(model)
+    assert np.array_equal(np.sort(np.concatenate(list(runs.chunks()))), everything)
+    assert np.array_equal(runs.holds(np.concatenate((everything[:50], [-5, 1 << 50]))), everything[:50])
+    assert runs.lookup(everything, everything).tolist() == everything.tolist()
+    # Merges kept the levels small: never FANOUT runs of one level.
+    levels = [r.level for r in runs._current().values()]
+    assert all(levels.count(level) < runs_module.FANOUT for level in set(levels))
+    assert len(levels) < 20 and max(levels) >= 2
+
+
+def test_a_rolled_back_change_is_forgotten(store, small_runs):
+    runs = store._index
+    with store.transaction():
+        runs.insert(np.arange(0, 500, 3))
+    with pytest.raises(RuntimeError):
+        with store.transaction():
+            runs.insert(np.arange(1, 500, 3))
+            runs.delete(np.arange(0, 100, 3))
+            assert len(runs.lookup(np.array([0]), np.array([499]))) == 2 * 167 - 34
+            raise RuntimeError
+    assert runs.lookup(np.array([0]), np.array([499])).tolist() == list(range(0, 500, 3))
+
+
+def test_another_connection_sees_each_change(tmp_path, store, small_runs):
+    other = Store.open(tmp_path / "runs.db")
+    try:
+        assert other._index.count() == 0 and len(other._index.lookup(np.array([0]), np.array([10**6]))) == 0
+        with store.transaction():
+            store._index.insert(np.arange(1000))
+        assert other._index.lookup(np.array([10]), np.array([20])).tolist() == list(range(10, 21))
+        with store.transaction():
+            store._index.delete(np.arange(10, 15))
+        assert other._index.lookup(np.array([10]), np.array([20])).tolist() == list(range(15, 21))
+        with other.transaction():
+            other._index.insert(np.arange(2000, 2100))
+        assert store._index.lookup(np.array([1990]), np.array([3000])).tolist() == list(range(2000, 2100))
+    finally:
+        other.close()
+
+
+def test_families_are_apart(store):
+    with store.transaction():
+        store._index.insert(np.arange(10))
+        store._containment.insert(np.arange(5, 20))
+    assert store._index.count() == 10 and store._containment.count() == 15
+    with store.transaction():
+        store._index.clear()
+    assert store._index.count() == 0 and store._containment.lookup(np.array([0]), np.array([100])).tolist() == list(range(5, 20))
+
+
+def test_level_of_groups_runs_by_size():
+    base, fanout = runs_module.LEVEL_BASE, runs_module.FANOUT
+    assert runs_module.level_of(1) == 0 and runs_module.level_of(base) == 0
+    assert runs_module.level_of(base + 1) == 1 and runs_module.level_of(base * fanout) == 1
+    assert runs_module.level_of(base * fanout + 1) == 2
+
+
+def test_filtered_lookups_find_what_unfiltered_ones_do(tmp_path, store, small_runs):
+    """Key filters made as runs are written, and made again from the blocks by another connection, never rule out
+    a stored key; and they do rule out most absent ones."""
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 1 << 33, 3000, dtype=np.int64)
+    entries = (keys << 30) | rng.integers(1, 1 << 30, len(keys))
+    with store.transaction():
+        for part in np.array_split(entries, 30):
+            store._index.insert(part)
+    other = Store.open(tmp_path / "runs.db")
+    try:
+        probe_keys = np.unique(np.concatenate((keys[::3], rng.integers(0, 1 << 33, 3000, dtype=np.int64))))
+        lows = probe_keys << 30
+        highs = lows | ((1 << 30) - 1)
+        expected = store._index.lookup(lows, highs)
+        assert len(expected) >= 1000
+        for runs in (store._index, other._index):
+            assert np.array_equal(runs.lookup(lows, highs, filtered=True), expected)
+        absent = np.setdiff1d(probe_keys, keys)
+        passed = sum(int(run.filter.may_hold(absent << 30).sum()) for run in other._index._current().values())
+        assert passed < 0.2 * len(absent) * other._index.run_count()
+    finally:
+        other.close()
+
+
+def test_filters_are_kept_while_only_this_connection_writes(store, small_runs):
+    """Each family marks its own changes: writing containment rows leaves the index's filters (and fences) be."""
+    with store.transaction():
+        store._index.insert(np.arange(0, 1 << 40, 1 << 30))
+    store._index.lookup(np.array([0]), np.array([(1 << 30) - 1]), filtered=True)
+    filters = [run.filter for run in store._index._current().values()]
+    with store.transaction():
+        store._containment.insert(np.arange(100))
+        store._index.insert(np.arange(5, 1 << 40, 1 << 30))
+    kept = [run.filter for run in store._index._current().values()]
+    assert all(any(f is k for k in kept) for f in filters)
+
+
+def test_small_runs_probed_in_memory_answer_as_blocks_do(store, small_runs, monkeypatch):
+    monkeypatch.setattr(runs_module, "MEMORY_RUN_ENTRIES", 100)
+    rng = np.random.default_rng(5)
+    with store.transaction():
+        for _ in range(12):
+            store._index.insert(rng.integers(0, 1 << 45, rng.integers(20, 300)))
+    lows = np.unique(rng.integers(0, 1 << 45, 400)) & ~np.int64((1 << 30) - 1)
+    lows = np.unique(lows)
+    highs = lows | ((1 << 30) - 1)
+    expected = store._index.lookup(lows, highs)
+    assert np.array_equal(store._index.lookup(lows, highs, filtered=True), expected)
+    in_memory = [r for r in store._index._current().values() if r.data is not None]
+    assert in_memory and all(r.entries <= 100 for r in in_memory)
+    with store.transaction():  # a delete drops the copy in memory; the next probe reads the blocks again
+        store._index.delete(expected[::2])
+    assert np.array_equal(store._index.lookup(lows, highs, filtered=True), expected[1::2])
