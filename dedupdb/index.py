@@ -16,7 +16,6 @@ from .config import Settings
 from .containment import ContainmentIndex
 from .fingerprint import Fingerprint, Fingerprinter, Sketch
 from .hashing import slot_hash, to_unsigned64
-from .keyfilter import KeyFilter
 from .lsh import Candidates, candidate_keys
 from .simhash import block_key_matrix
 from .store import INDEX_KEY_BITS, ContentRow, Store
@@ -46,11 +45,6 @@ class Match:
 SIMHASH_SLOTS = 1024
 
 
-# An ingest fills a KeyFilter with the stored keys (a scan of the index) once it has written a quarter as many
-# rows as the index held: a probe skipped saves about five times what scanning a row costs.
-FILTER_AFTER_SHARE = 0.25
-
-
 class Indexer:
     def __init__(self, store: Store, settings: Settings, banding: Candidates, fingerprinter: Fingerprinter) -> None:
         self.store = store
@@ -58,27 +52,6 @@ class Indexer:
         self.banding = banding
         self.fingerprinter = fingerprinter
         self.containment = ContainmentIndex(store, settings)
-        self._filter: KeyFilter | None = None
-        self._filter_version = 0         # the store's data_version the filter is valid for
-        self._stored_rows: int | None = None  # index rows when this indexer first looked (not its own)
-        self._rows_written = 0
-
-    def _key_filter(self) -> KeyFilter | None:
-        """The filter of stored keys, made once it pays off; dropped when another connection has written
-        since (its rows would be missing from it)."""
-        version = self.store.data_version()
-        if self._filter is not None and version != self._filter_version:
-            self._filter, self._stored_rows = None, None
-        if self._filter is None:
-            if self._stored_rows is None:
-                self._stored_rows, self._rows_written = self.store.index_rows(), 0
-            if self._stored_rows <= FILTER_AFTER_SHARE * self._rows_written:
-                self._filter = KeyFilter(INDEX_KEY_BITS)
-                if self._stored_rows:
-                    for keys in self.store.index_key_chunks():
-                        self._filter.add(keys)
-                self._filter_version = version
-        return self._filter
 
     # --- index keys ---------------------------------------------------------------
 
@@ -128,12 +101,7 @@ class Indexer:
         """Add the index rows of new contents, verify the candidates they meet, store the pairs and merge
         their clusters."""
         ids, keys = self._index_rows(new)
-        key_filter = self._key_filter()
-        probe = None if key_filter is None else keys[key_filter.may_hold(keys)]
-        candidates = _shared_keys(ids, keys, *self.store.index_and_match(ids, keys, probe))
-        if key_filter is not None:
-            key_filter.add(keys)
-        self._rows_written += len(keys)
+        candidates = _shared_keys(ids, keys, *self.store.index_and_match(ids, keys))
         if not candidates:
             return
         signatures = {cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()}
@@ -188,7 +156,6 @@ class Indexer:
     def rebuild(self, progress=None) -> None:
         """Recompute index rows, pairs and clusters from the stored signatures (after a banding change)."""
         self.store.clear_index()
-        self._filter, self._stored_rows = None, None
         ids = self.store.all_content_ids()
         for start in range(0, len(ids), 2000):
             new = _fingerprints(self.store.contents(ids[start : start + 2000]))

@@ -20,6 +20,7 @@ from .runs import Runs
 
 _CHUNK = 500  # bound on SQL variables per statement
 PAGE_SIZE = 16384
+CACHE_KIB = 64 * 1024  # SQLite's page cache per connection
 _CHECKPOINT_BYTES = 256 * 1024 * 1024
 
 
@@ -304,8 +305,9 @@ def _connect_writable(path: Path, create: bool) -> sqlite3.Connection:
         _retry_busy(conn, "PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
-        # Index rows land at random places in large B-trees: a bigger page cache saves most of the reads.
-        conn.execute("PRAGMA cache_size = -262144")
+        # Index rows are written in sorted runs (runs.py), so no write lands at a random place in a large B-tree:
+        # a modest page cache holds what an ingest touches (the newest contents, documents and pairs pages).
+        conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         conn.execute("PRAGMA temp_store = MEMORY")
         # An add rewrites pages all over the index B-tree, batch after batch: checkpointing every 256 MB of
         # WAL instead of every 4 MB copies a page that changes in many batches into the file once (64 MB:
@@ -364,7 +366,7 @@ def _connect_readonly(path: Path, create: bool, writable: bool) -> sqlite3.Conne
             )
         conn.execute("PRAGMA query_only = ON")
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA cache_size = -262144")
+        conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         conn.execute("PRAGMA temp_store = MEMORY")
     except sqlite3.DatabaseError as exc:
         conn.close()
@@ -719,13 +721,11 @@ class Store:
 
     # LSH band rows and SimHash block rows, each one integer, (33-bit key of slot and value) << 30 | content id,
     # kept as sorted runs (runs.py): the rows under one key are one range of every run.
-    def index_and_match(
-        self, content_ids: np.ndarray, keys: np.ndarray, probe: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def index_and_match(self, content_ids: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Probe, then add, index rows (keys[i] belongs to content_ids[i]): returns (key, content id) arrays of
-        the rows that were stored before under one of these keys (under one of the probe keys, where given:
-        the caller knows the others are in no stored row)."""
-        found = self.match_index(keys if probe is None else probe, filtered=True)
+        the rows that were stored before under one of these keys. The probes use the runs' key filters (an
+        ingest probes many keys, most of them in no run)."""
+        found = self.match_index(keys, filtered=True)
         self._index.insert(_entries(content_ids, keys))
         return found
 

@@ -174,57 +174,35 @@ def test_grouped_commits_commit_on_schedule_and_roll_back_together(db_path):
     store.close()
 
 
-# --- the in-memory filter of stored keys --------------------------------------------------------
+# --- the runs' key filters ----------------------------------------------------------------------
 
 
-def test_key_filter_never_rules_out_an_added_key():
-    import numpy as np
+def test_ingest_with_key_filters_finds_what_probing_everything_finds(tmp_path, monkeypatch):
+    from dedupdb import runs
 
-    from dedupdb.keyfilter import KeyFilter
-    from dedupdb.store import INDEX_KEY_BITS
-
-    rng = np.random.default_rng(7)
-    added = rng.integers(0, 2**INDEX_KEY_BITS, 50_000, dtype=np.uint64)
-    key_filter = KeyFilter(INDEX_KEY_BITS)
-    key_filter.add(np.concatenate([added, added[:10]]))  # repeats within one call are kept too
-    assert key_filter.may_hold(added).all()
-    others = rng.integers(0, 2**INDEX_KEY_BITS, 50_000, dtype=np.uint64)
-    assert key_filter.may_hold(others).mean() < 0.01  # 50,000 keys set few of the 2**28 bits
-
-
-def test_ingest_with_the_key_filter_finds_what_probing_everything_finds(tmp_path, monkeypatch):
     folder = tmp_path / "f"
     for i in range(len(WORDS)):
         write(folder / f"v{i:02}.txt", _variant(i))
     write(folder / "other.txt", ENGLISH_OTHER)
     monkeypatch.setattr(pipeline, "INGEST_BATCH", 4)
-    found = []
+    monkeypatch.setattr(runs, "MEMORY_RUN_ENTRIES", 0)  # every probe goes through the filters to the blocks
+    monkeypatch.setattr(runs, "FANOUT", 1000)  # a run per batch, none merged
+    found, ruled_out = [], []
+    lookup, may_hold = runs.Runs.lookup, runs.KeyBits.may_hold
+
+    def counted(self, entries):
+        held = may_hold(self, entries)
+        ruled_out.append(int((~held).sum()))
+        return held
+
+    monkeypatch.setattr(runs.KeyBits, "may_hold", counted)
     for filtered in (True, False):
-        if not filtered:  # no filter: every key is probed
-            monkeypatch.setattr(dedupdb.index.Indexer, "_key_filter", lambda self: None)
+        if not filtered:  # no filter: every key is probed in every run
+            monkeypatch.setattr(runs.Runs, "lookup", lambda self, lows, highs, filtered=False: lookup(self, lows, highs))
+            ruled_out.clear()
         with dedupdb.open(tmp_path / f"{filtered}.db") as db:
             db.add([folder], workers=0)
-            assert (db.indexer._filter is not None) == filtered
+            assert db.store._index.run_count() > 1
+            assert (sum(ruled_out) > 0) == filtered
             found.append(sorted((p.a.rsplit("/")[-1], p.b.rsplit("/")[-1], p.jaccard) for p in db.pairs()))
     assert found[0] == found[1] and len(found[0]) >= len(WORDS) - 1
-
-
-def test_key_filter_is_dropped_when_another_connection_writes(tmp_path, db_path):
-    import sqlite3
-
-    write(tmp_path / "a.txt", ENGLISH)
-    with dedupdb.open(db_path) as db:
-        db.add([tmp_path / "a.txt"])
-        assert db.indexer._filter is not None  # made for the empty index
-        other = sqlite3.connect(db_path)
-        other.execute("INSERT INTO meta (key, value) VALUES ('elsewhere', '1')")
-        other.commit()
-        other.close()
-        # Rows written elsewhere would be missing from the filter: it goes, and comes back only once this
-        # connection has written a quarter as many rows as the index holds, read from the index itself.
-        assert db.indexer._key_filter() is None
-        for i in range(5):
-            write(tmp_path / "more" / f"{i}.txt", f"{ENGLISH_OTHER} {i} " + _variant(i))
-        db.add([tmp_path / "more"], workers=0)
-        assert db.indexer._key_filter() is not None
-        assert all(db.indexer._filter.may_hold(keys).all() for keys in db.store.index_key_chunks())
