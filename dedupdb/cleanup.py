@@ -130,7 +130,7 @@ def make_plan(
         groups = [g for g in groups if g.id == cluster]
         if not groups:
             raise InputError(f"no duplicate cluster {cluster}; 'dedupdb report' lists them")
-    plan = Plan(action, str(to.expanduser().resolve()) if to else None, keep, str(db.path))
+    plan = Plan(action, str(to.expanduser().resolve()) if to else None, keep, str(db.path.resolve()))
     threshold = db.settings.threshold
     for group in groups:
         keeper = group.representative

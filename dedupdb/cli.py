@@ -187,6 +187,7 @@ def init(
         "(6 groups of 14 MinHash values, candidates on 2 equal groups; for near-identical texts only) "
         f"\\[default: {_DEFAULTS.preset}].",
     ),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
 ) -> None:
     """Create a database with chosen settings (the first 'add' does this with the defaults), and show the chance
     that a pair of each similarity becomes a candidate under its preset and the other one."""
@@ -200,6 +201,9 @@ def init(
         simhash_distance=simhash_distance,
         preset=preset.value if preset else None,
     ) as database:
+        if fmt is ListFormat.json:
+            render.write_json(render.init_json(database))
+            return
         render.console.print(f"Database ready at {database.path}", highlight=False)
         render.candidate_curves(database.candidate_curves(), database.settings.threshold)
 
@@ -216,8 +220,22 @@ class RecordFormat(str, Enum):
 def add(
     paths: list[Path] = typer.Argument(..., help="Files and folders to index (folders recursively); '-' for stdin."),
     db: Optional[Path] = DbOption,
-    include: list[str] = typer.Option([], "--include", help="Only files matching this glob (repeatable)."),
-    exclude: list[str] = typer.Option([], "--exclude", help="Skip files and folders matching this glob (repeatable)."),
+    include: list[str] = typer.Option(
+        [], "--include", metavar="GLOB",
+        help="Also files matching this glob, whatever their type; adds to the default choice (repeatable).",
+    ),
+    only: list[str] = typer.Option(
+        [], "--only", metavar="GLOB",
+        help="Only files matching this glob: replaces the default choice of files (repeatable).",
+    ),
+    exclude: list[str] = typer.Option(
+        [], "--exclude", metavar="GLOB", help="Skip files and folders matching this glob (repeatable)."
+    ),
+    follow_symlinks: bool = typer.Option(
+        False, "--follow-symlinks",
+        help="Follow symbolic links to files and folders, each by its own path (loops are skipped); without it, "
+        "links are skipped (-v lists them).",
+    ),
     records: Optional[RecordFormat] = typer.Option(
         None, "--records", help="Read files as records, one document each: by suffix (auto) or all in one format."
     ),
@@ -247,6 +265,10 @@ def add(
 ) -> None:
     """Index files and folders incrementally: unchanged files are skipped, changed ones re-indexed.
 
+    In folders, dedupdb reads files of a text type (.txt .md .html .json .csv ... see the README) and files of
+    any other type or none (README, LICENSE) whose first 8 KiB read as text; known binary types (.jpg .pdf .zip
+    ...) are skipped unread. --include adds files to that choice, --only replaces it, --exclude takes files out.
+
     Record files (JSONL, CSV, one text per line) hold one document per record, keyed FILE#ID or FILE#LINE.
 
     Exit status 23 when some files could not be read (they are listed, and counted as failed); files skipped
@@ -261,7 +283,10 @@ def add(
         options = RecordOptions(chosen, text_field, id_field)
     with _open(db, create=True, threshold=threshold) as database:
         with render.progress_bar("Indexing") as progress:
-            summary = database.add(paths, tuple(include), tuple(exclude), progress, options, workers=workers, **limits)
+            summary = database.add(
+                paths, tuple(include), tuple(exclude), progress, options, workers=workers, only=tuple(only),
+                follow_symlinks=follow_symlinks, **limits,
+            )
     if fmt is ListFormat.json:
         render.write_json(render.add_summary_json(summary))
     else:
@@ -445,6 +470,7 @@ def reindex(
         help="Read every indexed file and record file again and rebuild all fingerprints with this version's "
         "algorithm (what a store made by an older version needs).",
     ),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
 ) -> None:
     """Rebuild LSH bands, pairs and clusters from the stored signatures (no file is read again), or with
     --from-sources every fingerprint from the files themselves."""
@@ -454,12 +480,18 @@ def reindex(
                 raise DedupError("--from-sources keeps the threshold; change it with a second 'dedupdb reindex'")
             with render.progress_bar("Reading again") as progress:
                 summary, gone = database.reindex_from_sources(progress)
+            if fmt is ListFormat.json:
+                render.write_json({**render.add_summary_json(summary), "forgotten_paths": gone})
+                return
             for path in gone:
                 render.err_console.print(f"forgotten (cannot be read again): {path}", highlight=False, soft_wrap=True)
             render.add_summary(summary)
             return
         with render.progress_bar("Reindexing") as progress:
             banding = database.reindex(threshold, progress)
+        if fmt is ListFormat.json:
+            render.write_json({"threshold": database.settings.threshold, "scheme": banding.describe()})
+            return
         render.console.print(
             f"Reindexed at threshold {database.settings.threshold} ({banding.describe()})",
             highlight=False,
@@ -564,12 +596,12 @@ def clean(
 
     A file is acted on only for its own likeness to the kept file (an exact copy, or at least the threshold
     similar), and only while it still holds the bytes the plan saw."""
-    from .cleanup import Plan, carry_out, make_plan
+    from .cleanup import Outcome, Plan, carry_out, make_plan
 
     with _open(db) as database:
         if plan_file is not None:
             plan = Plan.from_json(_read_json(plan_file))
-            if plan.database and Path(plan.database) != database.path.resolve():
+            if plan.database and Path(plan.database).expanduser().resolve() != database.path.resolve():
                 raise DedupError(f"the plan was made for {plan.database}, not {database.path}")
         else:
             floor = database.settings.threshold if min_similarity is None else min_similarity
@@ -586,6 +618,8 @@ def clean(
         if fmt is ListFormat.table:
             render.plan_table(plan)
         if not plan.steps:
+            if fmt is ListFormat.json:  # a script reads one document whatever the plan holds
+                render.write_json({"plan": plan.to_json(), "outcome": render.clean_outcome_json(Outcome())})
             return
         if not yes:
             if sys.stdin is not None and sys.stdin.isatty() and render.console.is_terminal:
@@ -620,13 +654,17 @@ def _read_json(path: Path):
 def undo(
     batch: Optional[int] = typer.Argument(None, help="The journal batch to undo \\[default: the latest]."),
     db: Optional[Path] = DbOption,
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
 ) -> None:
     """Put back what a cleanup batch did, and say plainly what cannot be put back."""
     from .cleanup import undo as undo_batch
 
     with _open(db) as database:
         outcome = undo_batch(database, batch)
-    render.undo_outcome(outcome)
+    if fmt is ListFormat.json:
+        render.write_json(render.undo_json(outcome))
+    else:
+        render.undo_outcome(outcome)
 
 
 @app.command()
@@ -649,25 +687,37 @@ def journal(
 def rm(
     items: list[str] = typer.Argument(..., help="Document keys, files or folders to forget (files stay on disk)."),
     db: Optional[Path] = DbOption,
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
 ) -> None:
-    """Forget documents: they leave the index and their clusters; the files themselves are not touched."""
+    """Forget documents: they leave the index and their clusters; the files themselves are not touched.
+
+    Exit status 1 when nothing given was in the database."""
     with _open(db) as database:
         forgotten, unmatched = database.forget(items)
-    for item in unmatched:
-        render.err_console.print(f"not in the database: {item}", highlight=False)
-    render.console.print(f"forgot {forgotten} documents", highlight=False)
+    if fmt is ListFormat.json:
+        render.write_json({"forgotten": forgotten, "unmatched": unmatched})
+    else:
+        for item in unmatched:
+            render.err_console.print(f"not in the database: {item}", highlight=False, markup=False)
+        render.console.print(f"forgot {forgotten} documents", highlight=False)
     if unmatched and not forgotten:
         raise typer.Exit(1)
 
 
 @app.command()
 @friendly
-def prune(db: Optional[Path] = DbOption) -> None:
+def prune(
+    db: Optional[Path] = DbOption,
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
+) -> None:
     """Forget the files that are gone from disk."""
     with _open(db) as database:
         gone = database.prune()
+    if fmt is ListFormat.json:
+        render.write_json({"pruned": len(gone), "paths": gone})
+        return
     for path in gone:
-        render.console.print(f"forgot {path}", highlight=False)
+        render.console.print(f"forgot {path}", highlight=False, markup=False)
     render.console.print(f"pruned {len(gone)} files", highlight=False)
 
 

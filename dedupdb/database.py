@@ -25,7 +25,7 @@ from .normalize import normalize
 from .pipeline import STDIN_NAME, AddSummary, Ingest, Progress
 from .export import ExportedRecord, export_records
 from .records import RecordOptions
-from .sources import decode_file
+from .sources import WalkRules, decode_file
 from .store import DocumentRow, Store
 from .weights import CorpusIdf
 
@@ -212,8 +212,14 @@ class Database:
         workers: int | None = None,
         max_file_size: int | str | None = None,
         max_record_size: int | str | None = None,
+        only: tuple[str, ...] = (),
+        follow_symlinks: bool = False,
     ) -> AddSummary:
         """Index files and folders incrementally; returns what was added, updated, skipped and missing.
+
+        In folders, files of a text type are taken, and files of another type or none that read as text; include
+        globs add files whatever their type, only globs replace that choice. follow_symlinks follows links to
+        files and folders (each link by its own path; loops are skipped); without it, links are skipped.
 
         With records, files in a record format (by suffix, or all of them with an explicit format) hold one
         document per record, keyed 'path#id'; the path '-' reads records from stdin (or the given stream).
@@ -225,7 +231,8 @@ class Database:
         self._require_current()
         ingest = Ingest(self.store, self.indexer, self._save_idf, workers, max_file_size, max_record_size)
         targets = [Path(p) if str(p) == "-" else Path(p).expanduser() for p in paths]
-        return ingest.run(targets, tuple(include), tuple(exclude), progress, records, stdin)
+        rules = WalkRules(tuple(include), tuple(only), follow_symlinks)
+        return ingest.run(targets, rules, tuple(exclude), progress, records, stdin)
 
     def _save_idf(self, force: bool) -> None:
         if not self._idf.dirty or (not force and time.monotonic() - self._idf_saved < _IDF_SAVE_SECONDS):

@@ -46,3 +46,9 @@ def diff_texts(a: str, b: str) -> TextDiff:
         for tag, i1, i2, j1, j2 in matcher.get_opcodes()
     ]
     return TextDiff("character" if by_character else "word", opcodes, round(matcher.ratio(), 4))
+
+
+def unified_lines(a: str, b: str, label_a: str, label_b: str, context: int = 3) -> list[str]:
+    """The two texts as 'diff -u' shows them: a '---' and a '+++' header, then hunks of lines, each line marked
+    ' ' (the same), '-' (only in a) or '+' (only in b). Empty when the texts' lines are the same."""
+    return list(difflib.unified_diff(a.splitlines(), b.splitlines(), label_a, label_b, n=context, lineterm=""))

@@ -33,7 +33,7 @@ from .records import (
     read_records,
     sniff_encoding,
 )
-from .sources import Candidate, Skipped, file_decoded, parse_size, read_bytes, readable_name, walk
+from .sources import Candidate, Skipped, WalkRules, file_decoded, parse_size, read_bytes, readable_name, walk
 from .store import FileRow, Store
 
 Progress = Callable[[int, int], None]  # (files done, files found)
@@ -195,7 +195,7 @@ class Ingest:
     def run(
         self,
         paths: list[Path],
-        include: tuple[str, ...] = (),
+        rules: WalkRules = WalkRules(),
         exclude: tuple[str, ...] = (),
         progress: Progress | None = None,
         records: RecordOptions | None = None,
@@ -219,7 +219,7 @@ class Ingest:
         found: list[Candidate] = []
         seen: set[str] = set()
         for root in roots:
-            for item in walk(root, include, exclude):
+            for item in walk(root, rules, exclude):
                 if isinstance(item, Skipped):
                     self.summary.skipped.append((str(item.path), item.reason))
                 elif str(item.path) not in seen:  # overlapping paths given (a folder and a file inside it)

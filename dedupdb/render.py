@@ -7,22 +7,99 @@ import json
 import sys
 from collections.abc import Iterable
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from datetime import datetime
+from os.path import commonprefix
 from typing import TextIO
 
-from rich.console import Console
+from rich.cells import cell_len, get_character_cell_size
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
-from rich.tree import Tree
 
 from .database import Cluster, Pair, QueryHit
 from .pipeline import AddSummary
 
-console = Console()
-err_console = Console(stderr=True)
+# Piped or redirected output is read by programs, and by people in editors and pagers that wrap for themselves:
+# as wide as any line, so that no path is ever wrapped or cut (rich would hard-wrap at 80 columns).
+PIPED_WIDTH = 1 << 20
+
+
+class _Console(Console):
+    """A rich console that lays out for the terminal's width on a terminal, and without a width limit elsewhere."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self.is_terminal:
+            return size
+        return ConsoleDimensions(PIPED_WIDTH, size.height)
+
+    @size.setter
+    def size(self, new_size) -> None:
+        Console.size.fset(self, new_size)
+
+    @property
+    def layout_width(self) -> int:
+        """The width of views that need one (diff side by side): the terminal's, or $COLUMNS or 80 when piped."""
+        return super().size.width
+
+
+console = _Console()
+err_console = _Console(stderr=True)
+
+
+def _first_cells(text: str, cells: int) -> str:
+    """The longest start of text that fits in this many terminal cells (CJK characters take two)."""
+    used = 0
+    for i, char in enumerate(text):
+        used += get_character_cell_size(char)
+        if used > cells:
+            return text[:i]
+    return text
+
+
+def _last_cells(text: str, cells: int) -> str:
+    used = 0
+    for i in range(len(text) - 1, -1, -1):
+        used += get_character_cell_size(text[i])
+        if used > cells:
+            return text[i + 1 :]
+    return text
+
+
+def shorten(text: str, width: int, head: int = 0) -> str:
+    """text cut to width cells in its middle: its start, '…' and its end, which holds what tells paths apart (the
+    file name, and a record's id after '#'). The end gets the larger share, as the start is often a common folder,
+    unless head asks for at least that many cells of the start (where two names part)."""
+    if cell_len(text) <= width:
+        return text
+    if width < 2:
+        return "…"[:width]
+    room = width - 1
+    name = cell_len(text.rsplit("/", 1)[-1])
+    share = (room - name) // 3 if name < room else 0
+    kept = min(max(share, head), room - min(name, room // 2))
+    return _first_cells(text, kept) + "…" + _last_cells(text, room - kept)
+
+
+def distinct_labels(a: str, b: str, width: int) -> tuple[str, str]:
+    """Two names cut to width each, both keeping where they part: a long common start is left out first."""
+    if cell_len(a) <= width and cell_len(b) <= width:
+        return a, b
+    common = len(commonprefix([a, b]))
+    # Left out: as little of the common start as lets both fit, and at most up to the folder where they part
+    # (or up to a few characters before the first difference, in a long name).
+    limit = max(a.rfind("/", 0, common) + 1, common - 12)
+    cuts = [i + 1 for i, char in enumerate(a[:limit]) if char == "/"] + [limit]
+    fits = lambda cut: cell_len(a) - cut < width and cell_len(b) - cut < width  # noqa: E731
+    cut = next((c for c in cuts if c > 1 and fits(c)), limit)
+    if cut > 1:
+        a, b, common = "…" + a[cut:], "…" + b[cut:], common - cut + 1
+    parting = cell_len(a[: common + 1]) + 3  # the first different character and a few after it
+    return shorten(a, width, parting), shorten(b, width, parting)
 
 
 def human_bytes(n: int) -> str:
@@ -131,30 +208,75 @@ def cluster_json(cluster: Cluster) -> dict:
     }
 
 
-def report_table(clusters: list[Cluster], related: bool = False) -> None:
-    if not clusters:
-        console.print("No duplicates found.")
-        return
+class _LineWriter:
+    """Writes a report line by line as each is ready, straight to the console's file: laying out every line with
+    rich costs several times what computing the report does. A line is a list of parts, each a string or a
+    (string, style) pair; on a colour terminal a style becomes the escape codes rich writes for it."""
+
+    def __init__(self, target: Console) -> None:
+        self.console = target
+        self.styled = target.is_terminal and target.color_system is not None
+        self._codes: dict[str, tuple[str, str]] = {}
+
+    def _wrap(self, style: str) -> tuple[str, str]:
+        if style not in self._codes:
+            with self.console.capture() as captured:
+                self.console.print(Text("\0", style=style), end="", soft_wrap=True)
+            before, _, after = captured.get().partition("\0")
+            self._codes[style] = (before, after)
+        return self._codes[style]
+
+    def line(self, *parts: str | tuple[str, str]) -> None:
+        if self.console.quiet:  # standard output went away
+            return
+        out = []
+        for part in parts:
+            if isinstance(part, str):
+                out.append(part)
+            elif self.styled:
+                before, after = self._wrap(part[1])
+                out += (before, part[0], after)
+            else:
+                out.append(part[0])
+        out.append("\n")
+        self.console.file.write("".join(out))
+
+
+def _member_line(out: _LineWriter, guide: str, label: tuple[str, str], m, width: int | None) -> None:
+    """'├── exact KEY  SIZE · TIME', the key shortened in its middle when the line would not fit the terminal."""
+    link = f" · hard link of {m.linked_to}" if m.linked_to else ""
+    meta = f"{human_bytes(m.bytes)} · {_when(m.mtime_ns)}{link}"
+    key = m.key
+    if width is not None:
+        key = shorten(key, max(20, width - cell_len(guide) - cell_len(label[0]) - 3 - cell_len(meta)))
+    out.line(guide, label, " ", key, "  ", (meta, "dim"))
+
+
+def report_table(clusters: Iterable[Cluster], related: bool = False) -> None:
+    """A tree per group, written as each is laid out; then the count and the bytes reclaimable."""
+    out = _LineWriter(console)
+    width = console.width if console.is_terminal else None
+    first = "first" if related else "keep"
+    count = total = 0
     for cluster in clusters:
-        rep = cluster.representative
+        count += 1
+        total += cluster.reclaimable_bytes
         name = f"cluster {cluster.id}" if related else f"cluster {cluster.id}.{cluster.group}"
-        title = (
-            f"[bold]{cluster.kind} {name}[/bold] · {len(cluster.members)} documents · "
-            f"{human_bytes(cluster.reclaimable_bytes)} reclaimable"
-        )
-        tree = Tree(title, highlight=False)
-        first = "first" if related else "keep"
-        tree.add(f"[green]{first}[/green] {escape(rep.key)}  [dim]{human_bytes(rep.bytes)} · {_when(rep.mtime_ns)}[/dim]")
-        for m in cluster.members[1:]:
-            label = "exact" if m.exact else f"{m.similarity:.2f}"
-            link = f" · hard link of {escape(m.linked_to)}" if m.linked_to else ""
-            tree.add(
-                f"[cyan]{label:>5}[/cyan] {escape(m.key)}  [dim]{human_bytes(m.bytes)} · {_when(m.mtime_ns)}{link}[/dim]"
-            )
-        console.print(tree)
-    total = sum(c.reclaimable_bytes for c in clusters)
-    what = ("related cluster" if related else "group") + ("" if len(clusters) == 1 else "s")
-    console.print(f"{len(clusters)} {what}, {human_bytes(total)} reclaimable", highlight=False)
+        out.line((
+            f"{cluster.kind} {name} · {len(cluster.members)} documents · "
+            f"{human_bytes(cluster.reclaimable_bytes)} reclaimable",
+            "bold",
+        ))
+        last = len(cluster.members) - 1
+        for i, m in enumerate(cluster.members):
+            guide = "└── " if i == last else "├── "
+            label = (first, "green") if i == 0 else (f"{'exact' if m.exact else f'{m.similarity:.2f}':>5}", "cyan")
+            _member_line(out, guide, label, m, width)
+    if not count:
+        out.line("No duplicates found.")
+    else:
+        what = ("related cluster" if related else "group") + ("" if count == 1 else "s")
+        out.line(f"{count} {what}, {human_bytes(total)} reclaimable")
 
 
 def report_csv(clusters: list[Cluster], out: TextIO | None = None) -> None:
@@ -181,10 +303,11 @@ def query_table(hits: list[QueryHit]) -> None:
     scores = ("jaccard", "contained", "hamming")
     for name in scores:
         table.add_column(name, no_wrap=True, min_width=len(name))
-    # The key tells rows apart: it keeps its width, and the snippet gives way (its width is set, or rich would
-    # squeeze the score columns to nothing on a narrow terminal). 3 characters of border and padding a column.
+    # The key tells rows apart: it keeps its width (shortened in its middle, keeping the file name and record id,
+    # when the terminal is too narrow), and the snippet gives way (its width is set, or rich would squeeze the
+    # score columns to nothing on a narrow terminal). 3 characters of border and padding a column.
     fixed = sum(len(name) for name in scores) + 3 * 5 + 1
-    key_width = min(max(len(h.key) for h in hits), max(20, console.width - fixed - 8))
+    key_width = min(max(cell_len(h.key) for h in hits), max(20, console.width - fixed - 8))
     table.add_column("key", no_wrap=True, min_width=key_width, max_width=key_width)
     table.add_column("snippet", no_wrap=True, overflow="ellipsis", max_width=max(8, console.width - fixed - key_width))
     for h in hits:
@@ -192,7 +315,7 @@ def query_table(hits: list[QueryHit]) -> None:
             "exact" if h.exact else f"{h.jaccard:.3f}",
             "" if h.containment is None else f"{h.containment:.3f}",
             "" if h.hamming is None else str(h.hamming),
-            Text(h.key),
+            Text(shorten(h.key, key_width)),
             Text(h.snippet[:80]),
         )
     console.print(table)
@@ -231,6 +354,14 @@ def stats_table(stats: dict) -> None:
             value = ", ".join(f"{k}={v}" for k, v in value.items())
         table.add_row(name.replace("_", " "), Text(str(value)))
     console.print(table)
+
+
+def init_json(database) -> dict:
+    return {
+        "database": str(database.path),
+        "settings": {f.name: getattr(database.settings, f.name) for f in fields(database.settings)},
+        "candidate_curves": database.candidate_curves(),
+    }
 
 
 def candidate_curves(curves: list[dict], threshold: float) -> None:
@@ -311,6 +442,13 @@ def diff_view(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: flo
         f"{human_bytes(len(text_a.encode()))} vs {human_bytes(len(text_b.encode()))} · {len(result.changes)} changes",
         highlight=False,
     )
+    if unified and (not console.is_terminal or console.color_system is None or console.no_color):
+        # Without colour a change would not show: lines marked '-' and '+' as 'diff -u' marks them.
+        from .diff import unified_lines
+
+        for line in unified_lines(text_a, text_b, label_a, label_b):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        return
     if unified:
         merged = Text()
         for o in result.opcodes:
@@ -322,15 +460,19 @@ def diff_view(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: flo
         console.print(f"--- {label_a}\n+++ {label_b}", highlight=False, markup=False)
         console.print(merged)
         return
-    left, right = Text(), Text()
+    left, right = Text(overflow="fold"), Text(overflow="fold")
     for o in result.opcodes:
         left.append(o.a_text, style=None if o.op == "equal" else "bold red")
         right.append(o.b_text, style=None if o.op == "equal" else "bold green")
+    # Laid out for the terminal (or $COLUMNS, or 80 columns when piped); long lines, Chinese ones with no space
+    # to break at included, fold within their column instead of being cut.
+    width = console.layout_width
+    head_a, head_b = distinct_labels(label_a, label_b, max(8, (width - 7) // 2 - 3))
     table = Table(expand=True, highlight=False)
-    table.add_column(Text(label_a), ratio=1)
-    table.add_column(Text(label_b), ratio=1)
+    table.add_column(Text(f"a: {head_a}", overflow="fold"), ratio=1, overflow="fold")
+    table.add_column(Text(f"b: {head_b}", overflow="fold"), ratio=1, overflow="fold")
     table.add_row(left, right)
-    console.print(table)
+    console.print(table, width=width)
 
 
 # --- cleanup -------------------------------------------------------------------
@@ -381,6 +523,15 @@ def clean_outcome(outcome, action: str) -> None:
         f"{action}: {len(outcome.done)} done, {len(outcome.skipped)} skipped, {len(outcome.failed)} failed{batch}",
         highlight=False,
     )
+
+
+def undo_json(outcome) -> dict:
+    return {
+        "batch": outcome.batch,
+        "restored": outcome.restored,
+        "edited_since": outcome.changed,
+        "cannot_restore": [{"path": p, "reason": r} for p, r in outcome.cannot],
+    }
 
 
 def undo_outcome(outcome) -> None:

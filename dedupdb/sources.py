@@ -20,6 +20,21 @@ from .errors import InputError, ReadError
 TEXT_SUFFIXES = frozenset(
     ".txt .md .markdown .rst .org .tex .html .htm .xml .json .jsonl .csv .tsv .log .eml".split()
 )
+# Skipped by name, unread: files of these types are never text. A file of any other type, or without a suffix
+# (README, LICENSE, foo.Debian, MPL-2.0), is taken when its first bytes read as text.
+BINARY_SUFFIXES = frozenset(
+    """.jpg .jpeg .png .gif .bmp .tif .tiff .webp .ico .icns .heic .heif .psd .raw .cr2 .nef .dng .svgz
+    .mp3 .wav .flac .ogg .oga .opus .m4a .aac .wma .aiff .mid .midi
+    .mp4 .m4v .mkv .mov .avi .wmv .flv .webm .mpg .mpeg .3gp
+    .zip .tar .tgz .tbz2 .txz .7z .rar .lz .lz4 .lzma .z .cab .arj .jar .war .ear .apk .ipa .aar .deb .rpm .dmg
+    .iso .img .whl .egg .msi .pkg .snap .crx .xpi
+    .pdf .doc .docx .xls .xlsx .ppt .pptx .odt .ods .odp .odg .pages .numbers .key .epub .mobi .azw .azw3 .djvu
+    .exe .dll .so .dylib .o .obj .a .lib .ko .bin .elf .class .pyc .pyo .pyd .wasm .beam .dex
+    .ttf .otf .woff .woff2 .eot
+    .sqlite .sqlite3 .db .mdb .accdb .dbf .parquet .feather .arrow .avro .orc .npy .npz .pkl .pickle .h5 .hdf5
+    .mat .pt .pth .onnx .safetensors .ckpt .tflite .gguf
+    .swf .blend .fbx .glb .stl .3ds .dwg""".split()
+)
 HTML_SUFFIXES = frozenset({".html", ".htm"})
 # A text file compressed ('corpus.jsonl.gz') is found by the walk too; only record files are read compressed.
 COMPRESSED_SUFFIXES = frozenset({".gz", ".bz2", ".xz", ".zst"})
@@ -43,49 +58,103 @@ class Skipped:
     reason: str
 
 
+@dataclass(frozen=True)
+class WalkRules:
+    """Which files a walk through folders takes. By default: files of a text type by suffix, and files of another
+    type or none whose first bytes read as text. `include` globs add files whatever their type; `only` globs
+    replace the default choice (only files matching one are taken). With follow_symlinks, links to files and
+    folders are followed, each link by its own path; a link back to a folder above it (a loop) is skipped."""
+
+    include: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()
+    follow_symlinks: bool = False
+
+
 def _matches(path: Path, patterns: tuple[str, ...]) -> bool:
     text = path.as_posix()
     return any(fnmatch.fnmatch(path.name, p) or fnmatch.fnmatch(text, p) for p in patterns)
 
 
-def _wanted_by_name(path: Path, include: tuple[str, ...]) -> bool:
-    if include:
-        return _matches(path, include)
+def _wanted_by_name(path: Path, rules: WalkRules) -> bool | None:
+    """True or False by the name alone; None when only the content can tell."""
+    if rules.include and _matches(path, rules.include):
+        return True
+    if rules.only:
+        return _matches(path, rules.only)
     suffix = path.suffix.lower()
     if suffix in COMPRESSED_SUFFIXES:
-        suffix = path.with_suffix("").suffix.lower()
-        return suffix in TEXT_SUFFIXES
-    return suffix in TEXT_SUFFIXES or suffix == ""
+        return path.with_suffix("").suffix.lower() in TEXT_SUFFIXES
+    if suffix in TEXT_SUFFIXES:
+        return True
+    if suffix in BINARY_SUFFIXES:
+        return False
+    return None
 
 
-def walk(
-    root: Path, include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()
-) -> Iterator[Candidate | Skipped]:
+def _not_text(path: Path) -> str | None:
+    """Why a file of no known type is not text, judged from its first few KiB; None when they read as text. A
+    file that cannot be opened is left to the read, which reports it as failed."""
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(_SNIFF_BYTES)
+    except OSError:
+        return None
+    try:
+        decode_bytes(head, str(path))
+    except ReadError as exc:
+        return exc.reason
+    return None
+
+
+def _identity(path: str | Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def walk(root: Path, rules: WalkRules = WalkRules(), exclude: tuple[str, ...] = ()) -> Iterator[Candidate | Skipped]:
     """Every file under root (or root itself) that may be text, and every one passed over with its reason."""
     if root.is_file():
-        yield from _consider(root, include, exclude, explicit=True)
+        yield from _consider(root, rules, exclude, explicit=True)
         return
+    follow = rules.follow_symlinks
+    # Followed links can lead back up: each folder's own identity and those of the folders above it, by the path
+    # os.walk gives it (a link's path, for a followed link).
+    above: dict[str, frozenset] = {os.fspath(root): frozenset({_identity(root)})}
     unreadable: list[OSError] = []
-    for directory, subdirs, files in os.walk(root, onerror=unreadable.append):
+    for directory, subdirs, files in os.walk(root, onerror=unreadable.append, followlinks=follow):
         while unreadable:
             error = unreadable.pop()
             yield Skipped(Path(error.filename), f"cannot read folder: {error.strerror or error}")
         base = Path(directory)
+        chain = above.pop(directory, frozenset())
         kept = []
         for name in sorted(subdirs):
+            path = base / name
             if not _valid_name(name):
-                yield Skipped(base / name, "name is not valid UTF-8")
-            elif (base / name).is_symlink():
-                yield Skipped(base / name, "symbolic link")
+                yield Skipped(path, "name is not valid UTF-8")
+            elif not follow and path.is_symlink():
+                yield Skipped(path, "symbolic link")
             elif name.startswith("."):
-                yield Skipped(base / name, "hidden folder")
-            elif _matches(base / name, exclude):
-                yield Skipped(base / name, "excluded")
-            else:
+                yield Skipped(path, "hidden folder")
+            elif _matches(path, exclude):
+                yield Skipped(path, "excluded")
+            elif not follow:
                 kept.append(name)
+            else:
+                identity = _identity(path)
+                if identity is None:
+                    yield Skipped(path, "cannot stat")
+                elif identity in chain:
+                    yield Skipped(path, "symbolic link loop: leads back to a folder above it")
+                else:
+                    above[os.path.join(directory, name)] = chain | {identity}
+                    kept.append(name)
         subdirs[:] = kept
         for name in sorted(files):
-            yield from _consider(base / name, include, exclude, explicit=False)
+            yield from _consider(base / name, rules, exclude, explicit=False)
 
 
 def _valid_name(name: str) -> bool:
@@ -102,7 +171,7 @@ def readable_name(path: str | Path) -> str:
     return os.fsencode(path).decode("utf-8", "replace")
 
 
-def _consider(path: Path, include: tuple[str, ...], exclude: tuple[str, ...], explicit: bool):
+def _consider(path: Path, rules: WalkRules, exclude: tuple[str, ...], explicit: bool):
     if not _valid_name(str(path)):
         yield Skipped(Path(readable_name(path)), "name is not valid UTF-8")
         return
@@ -112,24 +181,32 @@ def _consider(path: Path, include: tuple[str, ...], exclude: tuple[str, ...], ex
     if _matches(path, exclude):
         yield Skipped(path, "excluded")
         return
-    if not explicit and not _wanted_by_name(path, include):
+    wanted = True if explicit else _wanted_by_name(path, rules)
+    if wanted is False:
         yield Skipped(path, "not a text file type")
         return
     try:
         # One lstat answers whether it is a link, a regular file, and its size and time (a link given
-        # explicitly is followed).
-        st = path.stat() if explicit else path.lstat()
+        # explicitly, or any when links are followed, is looked through with stat).
+        st = path.stat() if explicit or rules.follow_symlinks else path.lstat()
     except OSError as exc:
-        yield Skipped(path, f"cannot stat: {exc.strerror or exc}")
+        broken = isinstance(exc, FileNotFoundError) and path.is_symlink()
+        yield Skipped(path, "broken symbolic link" if broken else f"cannot stat: {exc.strerror or exc}")
         return
     if stat.S_ISLNK(st.st_mode):
         # The link's target is indexed where it lies; indexing the link too would let a cleanup keep the
-        # link and remove the file it points to.
+        # link and remove the file it points to (when links are followed, a file and a link to it are one file
+        # to the cleanup, which never removes either: see database._with_links).
         yield Skipped(path, "symbolic link")
         return
     if not stat.S_ISREG(st.st_mode):
         yield Skipped(path, "not a regular file")
         return
+    if wanted is None:
+        why = _not_text(path)
+        if why is not None:
+            yield Skipped(path, why)
+            return
     yield Candidate(path, st.st_size, st.st_mtime_ns)
 
 

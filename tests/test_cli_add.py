@@ -83,7 +83,7 @@ def test_touched_but_unchanged_file_is_not_reindexed(cli, mixed_folder):
 
 
 def test_include_and_exclude(cli, mixed_folder):
-    summary = _summary(cli("add", str(mixed_folder), "--include", "*.md", "--format", "json"))
+    summary = _summary(cli("add", str(mixed_folder), "--only", "*.md", "--format", "json"))
     assert summary["added"] == 1
     summary = _summary(cli("add", str(mixed_folder), "--exclude", "zh", "--exclude", "*.html", "--format", "json"))
     assert summary["added"] == 4  # report, its copy, weather, empty (the .md is known already)

@@ -79,3 +79,139 @@ def test_normalize_lines_matches_normalize(lines):
 
 def test_traditional_and_simplified_agree():
     assert normalize(TRADITIONAL) == normalize("今天天气很好，我们一起去公园散步，看到很多人在湖边钓鱼，孩子们在草地上放风筝。")
+
+
+# --- which files a folder walk takes ----------------------------------------------------------------------
+
+import json  # noqa: E402
+import os  # noqa: E402
+
+import dedupdb  # noqa: E402
+from dedupdb import sources  # noqa: E402
+from dedupdb.sources import Candidate, Skipped, WalkRules, walk  # noqa: E402
+
+from .conftest import CHINESE_OTHER, ENGLISH_OTHER, write  # noqa: E402
+
+LICENSE_TEXT = "Permission is hereby granted, free of charge, to any person obtaining a copy of this software."
+
+
+def _walked(root, rules=WalkRules(), exclude=()):
+    found = list(walk(root, rules, exclude))
+    taken = {os.path.relpath(c.path, root) for c in found if isinstance(c, Candidate)}
+    passed = {os.path.relpath(s.path, root): s.reason for s in found if isinstance(s, Skipped)}
+    return taken, passed
+
+
+@pytest.fixture
+def plain_texts(tmp_path):
+    """Text files with no known suffix, a text in a binary type's clothes, real binaries with and without one."""
+    root = tmp_path / "pkg"
+    write(root / "README", ENGLISH)
+    write(root / "LICENSE", LICENSE_TEXT)
+    write(root / "debian" / "foo.Debian", ENGLISH_OTHER)
+    write(root / "MPL-2.0", CHINESE_OTHER, "gb18030")
+    write(root / "notes.txt", CHINESE)
+    write(root / "text-named.bin", ENGLISH)
+    (root / "program").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
+    (root / "data.xyz").write_bytes(bytes(range(256)) * 4)
+    (root / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(100))
+    return root
+
+
+def test_plain_text_without_a_known_suffix_is_found_by_its_content(plain_texts, monkeypatch):
+    sniffed = []
+    real = sources._not_text
+    monkeypatch.setattr(sources, "_not_text", lambda path: sniffed.append(path.name) or real(path))
+    taken, passed = _walked(plain_texts)
+    assert taken == {"README", "LICENSE", "debian/foo.Debian", "MPL-2.0", "notes.txt"}
+    assert passed["program"].startswith("binary") and passed["data.xyz"].startswith("binary")
+    # Known types are judged by name, unread.
+    assert passed["photo.png"] == passed["text-named.bin"] == "not a text file type"
+    assert sorted(sniffed) == ["LICENSE", "MPL-2.0", "README", "data.xyz", "foo.Debian", "program"]
+
+
+def test_include_adds_to_the_defaults_and_only_replaces_them(plain_texts):
+    taken, _ = _walked(plain_texts, WalkRules(include=("*.bin",)))
+    assert taken == {"README", "LICENSE", "debian/foo.Debian", "MPL-2.0", "notes.txt", "text-named.bin"}
+    taken, passed = _walked(plain_texts, WalkRules(only=("*.txt", "LICENSE")))
+    assert taken == {"notes.txt", "LICENSE"} and passed["README"] == "not a text file type"
+    taken, _ = _walked(plain_texts, WalkRules(include=("*.bin",), only=("*.txt",)))
+    assert taken == {"notes.txt", "text-named.bin"}
+
+
+def test_cli_include_only_and_plain_texts(cli, plain_texts):
+    def added(*options):
+        result = cli("add", str(plain_texts), "--format", "json", *options)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["added"]
+
+    assert added("--only", "*.txt") == 1
+    assert added() == 4  # README, LICENSE, foo.Debian, MPL-2.0 join notes.txt
+    assert added("--include", "*.bin") == 1
+    hits = json.loads(cli("query", LICENSE_TEXT, "--format", "json").stdout)
+    assert [os.path.basename(h["key"]) for h in hits] == ["LICENSE"]
+
+
+def test_library_add_takes_only(db_path, plain_texts):
+    with dedupdb.open(db_path) as db:
+        summary = db.add([plain_texts], only=("README", "*.Debian"))
+    assert sorted(os.path.basename(p) for p in summary.added) == ["README", "foo.Debian"]
+
+
+# --- symbolic links -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def linked(tmp_path):
+    """A folder with links: to a file in it, to a folder outside it, a loop back up, a loop through the outside
+    folder, and a broken link."""
+    root = tmp_path / "t"
+    write(root / "real.txt", ENGLISH)
+    write(root / "sub" / "inner.txt", CHINESE)
+    write(tmp_path / "outside" / "far.txt", ENGLISH_OTHER)
+    os.symlink(root / "real.txt", root / "sub" / "link.txt")
+    os.symlink(tmp_path / "outside", root / "sub" / "out")
+    os.symlink("..", root / "sub" / "up")
+    os.symlink(root / "sub", tmp_path / "outside" / "back")
+    os.symlink(root / "nowhere", root / "broken.txt")
+    return root
+
+
+def test_links_are_skipped_unless_followed(linked):
+    taken, passed = _walked(linked)
+    assert taken == {"real.txt", "sub/inner.txt"}
+    for link in ("sub/link.txt", "sub/out", "sub/up", "broken.txt"):
+        assert passed[link] == "symbolic link"
+
+
+def test_followed_links_are_walked_once_per_path_and_loops_stop(linked):
+    found = list(walk(linked, WalkRules(follow_symlinks=True)))
+    paths = [os.path.relpath(c.path, linked) for c in found if isinstance(c, Candidate)]
+    assert sorted(paths) == ["real.txt", "sub/inner.txt", "sub/link.txt", "sub/out/far.txt"]
+    assert len(paths) == len(set(paths))
+    passed = {os.path.relpath(s.path, linked): s.reason for s in found if isinstance(s, Skipped)}
+    assert passed == {
+        "sub/up": "symbolic link loop: leads back to a folder above it",
+        "sub/out/back": "symbolic link loop: leads back to a folder above it",
+        "broken.txt": "broken symbolic link",
+    }
+
+
+def test_cli_follow_symlinks_and_a_cleanup_keeps_both_link_and_target(cli, linked):
+    plain = cli("add", str(linked), "-v")
+    assert plain.exit_code == 0, plain.output
+    assert f"skipped {linked / 'sub' / 'up'}: symbolic link" in plain.stdout.splitlines()
+    result = cli("add", str(linked), "--follow-symlinks", "--format", "json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["added"] == 2 and summary["unchanged"] == 2  # sub/link.txt and sub/out/far.txt
+    hits = json.loads(cli("query", ENGLISH_OTHER, "--format", "json").stdout)
+    assert [os.path.relpath(h["key"], linked) for h in hits] == ["sub/out/far.txt"]
+    assert {"path": str(linked / "sub" / "up"), "reason": "symbolic link loop: leads back to a folder above it"} in \
+        summary["skipped_paths"]
+    # A link and its target are one file: reported as linked, never planned for removal.
+    cluster = json.loads(cli("report", "--format", "json").stdout)[0]
+    assert {os.path.relpath(m["path"], linked) for m in cluster["members"]} == {"real.txt", "sub/link.txt"}
+    assert cluster["reclaimable_bytes"] == 0
+    plan = json.loads(cli("clean", "--action", "trash", "--format", "json").stdout)
+    assert plan["steps"] == [] and len(plan["passed_over"]) == 1
