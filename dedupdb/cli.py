@@ -282,7 +282,7 @@ def add(
         chosen = "lines" if lines else (records.value if records else "auto")
         options = RecordOptions(chosen, text_field, id_field)
     with _open(db, create=True, threshold=threshold) as database:
-        with render.progress_bar("Indexing") as progress:
+        with render.progress_bar("Indexing", in_bytes=True) as progress:
             summary = database.add(
                 paths, tuple(include), tuple(exclude), progress, options, workers=workers, only=tuple(only),
                 follow_symlinks=follow_symlinks, **limits,
@@ -478,7 +478,7 @@ def reindex(
         if from_sources:
             if threshold is not None:
                 raise DedupError("--from-sources keeps the threshold; change it with a second 'dedupdb reindex'")
-            with render.progress_bar("Reading again") as progress:
+            with render.progress_bar("Reading again", in_bytes=True) as progress:
                 summary, gone = database.reindex_from_sources(progress)
             if fmt is ListFormat.json:
                 render.write_json({**render.add_summary_json(summary), "forgotten_paths": gone})

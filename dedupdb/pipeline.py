@@ -36,7 +36,7 @@ from .records import (
 from .sources import Candidate, Skipped, WalkRules, file_decoded, parse_size, read_bytes, readable_name, walk
 from .store import FileRow, Store
 
-Progress = Callable[[int, int], None]  # (files done, files found)
+Progress = Callable[[int, int], None]  # (bytes read, bytes of every file found): an ETA by bytes means something
 STDIN = "-"
 STDIN_NAME = "<stdin>"
 _SPOOL_BYTES = 32 * 1024 * 1024
@@ -165,6 +165,9 @@ class Ingest:
         self._pool: WorkPool | None = None
         self._batches = 0
         self._in_flight: tuple[PendingWork, Callable] | None = None
+        self._progress: Progress | None = None
+        self._bytes_total = 0
+        self._bytes_before = 0  # of the files done
 
     # --- one batch in flight -------------------------------------------------------
 
@@ -228,11 +231,12 @@ class Ingest:
         for root in roots:
             rows = self.store.files_under(str(root)) if root.is_dir() else [self.store.file_by_path(str(root))]
             self._known.update((row.path, row) for row in rows if row is not None)
+        self._progress, self._bytes_total = progress, sum(c.size for c in found)
         with self.store.grouped_commits(COMMIT_SECONDS):
             try:
                 if any(str(p) == STDIN for p in paths):
                     self._ingest_stdin(stdin, self._with_limit(records.resolved(records.format)))
-                for done, candidate in enumerate(found, 1):
+                for candidate in found:
                     options = self._record_options(candidate, records)
                     if options:
                         self._flush()
@@ -243,8 +247,8 @@ class Ingest:
                         self._consider(candidate)
                         if len(self._pending) >= INGEST_BATCH:
                             self._flush()
-                    if progress:
-                        progress(done, len(found))
+                    self._bytes_before += candidate.size
+                    self.report_progress(0)
                 self._flush()
                 self._drain()
             finally:
@@ -258,6 +262,12 @@ class Ingest:
             self.save_state(True)
         self.summary.seconds = time.perf_counter() - started
         return self.summary
+
+    def report_progress(self, within_file: int) -> None:
+        """Bytes read so far: the files done, and this many of the file being read (a record file, batch by
+        batch, so a single large corpus moves the bar too)."""
+        if self._progress:
+            self._progress(min(self._bytes_before + within_file, self._bytes_total), self._bytes_total)
 
     def _record_options(self, candidate: Candidate, records: RecordOptions | None) -> RecordOptions | None:
         """How to read a file as records: as asked, or as it was read before when nothing is asked, so that a
@@ -468,6 +478,8 @@ class _RecordRead:
             sketch_records, [raw for _, _, raw, _ in batch],
             lambda results: self._apply(batch, results, offset, line, digest, done),
         )
+        if not self.digest_suffix:  # a compressed file's offsets count decompressed bytes: it moves the bar at its end
+            self.ingest.report_progress(offset)
 
     def _apply(self, batch, results, offset: int, line: int, digest: str, done: bool) -> None:
         store = self.ingest.store

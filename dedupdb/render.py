@@ -15,7 +15,9 @@ from typing import TextIO
 from rich.cells import cell_len, get_character_cell_size
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -122,12 +124,14 @@ def write_json(data, out: TextIO | None = None) -> None:
 
 
 @contextmanager
-def progress_bar(description: str):
-    """A callback (done, total) that draws a bar on a terminal and does nothing when output is piped."""
+def progress_bar(description: str, in_bytes: bool = False):
+    """A callback (done, total) that draws a bar on a terminal and does nothing when output is piped; in_bytes
+    shows the amounts as sizes, with the rate."""
     if not err_console.is_terminal:
         yield None
         return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    amounts = (DownloadColumn(), TransferSpeedColumn()) if in_bytes else (MofNCompleteColumn(),)
+    columns = (TextColumn("{task.description}"), BarColumn(), *amounts, TimeRemainingColumn())
     with Progress(*columns, console=err_console, transient=True) as bar:
         task = bar.add_task(description, total=None)
 

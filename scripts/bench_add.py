@@ -113,10 +113,9 @@ def bench_dedupdb(folder: Path, db_path: Path, profile: bool, profile_top: int) 
     if profiler:
         profiler.enable()
     marks: list[tuple[int, float]] = []
-    step = 10_000
 
-    def progress(done: int, found: int) -> None:
-        if done % step == 0 or done == found:
+    def progress(done: int, total: int) -> None:  # bytes read, of all found: a mark at every tenth
+        if not marks or done * 10 // max(1, total) > marks[-1][0] * 10 // max(1, total) or done == total:
             marks.append((done, time.perf_counter()))
 
     add_started = time.perf_counter()
@@ -268,9 +267,9 @@ def main() -> None:
     print(f"  {n_added / d['add_seconds']:,.0f} docs/s, {s.bytes_read / 1e6 / d['add_seconds']:.2f} MB/s")
     marks = d["marks"]
     if len(marks) > 2:
-        # Files are read at once but indexed 1,000 at a time, so these rates lag the mark by up to one batch.
-        rates = [f"{(b[0] - a[0]) / (b[1] - a[1]):,.0f}" for a, b in zip(marks, marks[1:]) if b[1] > a[1]]
-        print(f"  docs/s per successive {marks[1][0]:,} files: {', '.join(rates)}")
+        # Files are read ahead of the batch being written, so these rates lag the mark by up to one batch.
+        rates = [f"{(b[0] - a[0]) / 1e6 / (b[1] - a[1]):.1f}" for a, b in zip(marks, marks[1:]) if b[1] > a[1]]
+        print(f"  MB/s per successive tenth of the bytes: {', '.join(rates)}")
     print(f"  store: {d['counts']}")
     print(f"  database {d['db_bytes'] / 1e6:.1f} MB (.db + -wal after close) = "
           f"{d['db_bytes'] / max(1, n_added):,.0f} bytes/document "

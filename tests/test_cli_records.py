@@ -152,3 +152,65 @@ def test_overlong_line_is_a_bad_record_not_a_memory_spike(cli, tmp_path, monkeyp
     summary = _summary(cli("add", str(path), "--lines", "--format", "json"))
     assert summary["records"] == 2 and summary["bad_record_count"] == 1
     assert summary["bad_records"][0]["where"].endswith("big.txt:2")
+
+
+# --- progress by bytes -----------------------------------------------------------------------------------------
+
+
+def test_progress_counts_bytes_and_moves_within_one_record_file(tmp_path, monkeypatch):
+    """A single JSONL corpus moves the bar batch by batch (not 0/? until its end), and folders count bytes of
+    every file found, so the ETA follows the work."""
+    import json as _json
+
+    import dedupdb
+    from dedupdb import pipeline
+    from dedupdb.records import RecordOptions
+
+    monkeypatch.setattr(pipeline, "INGEST_BATCH", 10)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(_json.dumps({"id": i, "text": f"record number {i} says {'word ' * (i % 7)}"}) + "\n"
+                              for i in range(95)))
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("a note about something " * 20)
+    (tmp_path / "notes" / "b.txt").write_text("another note " * 3)
+    calls: list[tuple[int, int]] = []
+    with dedupdb.open(tmp_path / "p.db") as db:
+        db.add([corpus], records=RecordOptions("jsonl", id_field="id"), progress=lambda d, t: calls.append((d, t)), workers=0)
+    size = corpus.stat().st_size
+    assert {t for _, t in calls} == {size}
+    assert len({d for d, _ in calls}) >= 9 and calls[-1] == (size, size)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    calls.clear()
+    with dedupdb.open(tmp_path / "q.db") as db:
+        db.add([tmp_path / "notes"], progress=lambda d, t: calls.append((d, t)), workers=0)
+    total = sum(p.stat().st_size for p in (tmp_path / "notes").iterdir())
+    assert calls[-1] == (total, total) and len(calls) == 2
+
+
+def test_progress_bar_shows_sizes_on_a_terminal(tmp_path, monkeypatch):
+    from dedupdb import render
+
+    drawn: list[tuple] = []
+
+    class Recorder:
+        def __init__(self, *columns, **kwargs):
+            drawn.append(tuple(type(c).__name__ for c in columns))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def add_task(self, *args, **kwargs):
+            return 1
+
+        def update(self, *args, **kwargs):
+            drawn.append(kwargs)
+
+    monkeypatch.setattr(render, "Progress", Recorder)
+    monkeypatch.setattr(type(render.err_console), "is_terminal", property(lambda self: True))
+    with render.progress_bar("Indexing", in_bytes=True) as update:
+        update(512, 2048)
+    assert "DownloadColumn" in drawn[0] and "TransferSpeedColumn" in drawn[0] and "TimeRemainingColumn" in drawn[0]
+    assert drawn[1] == {"completed": 512, "total": 2048}
