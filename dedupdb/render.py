@@ -443,7 +443,7 @@ def diff_json(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: flo
 def diff_view(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: float, result, unified: bool) -> None:
     console.print(
         f"jaccard {jaccard:.3f} · {result.unit}-level ratio {result.ratio:.3f} · "
-        f"{human_bytes(len(text_a.encode()))} vs {human_bytes(len(text_b.encode()))} · {len(result.changes)} changes",
+        f"{human_bytes(len(text_a.encode()))} vs {human_bytes(len(text_b.encode()))} · {len(result.changes)} change{'' if len(result.changes) == 1 else 's'}",
         highlight=False,
     )
     if unified and (not console.is_terminal or console.color_system is None or console.no_color):

@@ -264,3 +264,11 @@ def test_report_table_lines(capsys):
     ]
     render.report_table([])
     assert capsys.readouterr().out == "No duplicates found.\n"
+
+
+def test_diff_header_counts_changes_in_good_english(cli, tmp_path):
+    a = write(tmp_path / "a.txt", "The quick brown fox jumps over the lazy dog and runs through the forest 17 times")
+    b = write(tmp_path / "b.txt", "The quick brown fox jumps over the lazy dog and runs through the forest 27 times")
+    result = cli("diff", str(a), str(b))
+    assert result.exit_code == 0, result.output
+    assert "· 1 change" in result.output and "1 changes" not in result.output
