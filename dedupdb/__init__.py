@@ -15,7 +15,7 @@ from pathlib import Path
 from .config import Settings, default_db_path
 from .database import Cluster, Database, Member, Pair, QueryHit
 from .errors import DatabaseError, DedupError, InputError, ReadError, SettingsError
-from .pipeline import AddSummary
+from .summary import AddSummary
 
 __version__ = "0.1.0"
 

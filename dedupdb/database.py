@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from .config import ALGORITHM_VERSION, PRESET_BANDING, PRESET_SUPER_SHINGLES, SUPER_SHINGLE_VALUES, Settings, default_db_path
 from .errors import InputError, SettingsError
@@ -22,12 +22,13 @@ from .containment import Side, containment as contained_share, pair_scores
 from .fingerprint import query_runs
 from .minhash import sketch_jaccard
 from .normalize import normalize
-from .pipeline import STDIN_NAME, AddSummary, Ingest, Progress
-from .export import ExportedRecord, export_records
-from .records import RecordOptions
-from .sources import WalkRules, decode_file
+from .summary import STDIN_NAME, AddSummary, Progress
 from .store import DocumentRow, Store
 from .weights import CorpusIdf
+
+if TYPE_CHECKING:  # the ingest and export machinery loads when first used: a query never needs it
+    from .export import ExportedRecord
+    from .records import RecordOptions
 
 _IDF_BLOB = "corpus_idf"
 _REINDEX_PENDING = "reindex.pending"  # set while reindex --from-sources rebuilds the store
@@ -229,6 +230,9 @@ class Database:
         if not paths:
             raise InputError("nothing to add: give at least one file or folder")
         self._require_current()
+        from .pipeline import Ingest
+        from .sources import WalkRules
+
         ingest = Ingest(self.store, self.indexer, self._save_idf, workers, max_file_size, max_record_size)
         targets = [Path(p) if str(p) == "-" else Path(p).expanduser() for p in paths]
         rules = WalkRules(tuple(include), tuple(only), follow_symlinks)
@@ -422,11 +426,15 @@ class Database:
             found = self.store.documents_by_keys([resolved])
         if found:
             key = found[0][2]
+            from .export import export_records
+
             for record in export_records(self, unique=False, keep="first", only={key}):
                 return key, record.text
             raise InputError(f"{key} cannot be read back from its source (changed or gone since it was indexed)")
         path = Path(key_or_path).expanduser()
         if path.is_file():
+            from .sources import decode_file
+
             return str(path), decode_file(path)
         raise InputError(f"{key_or_path} is neither a stored document nor a file")
 
@@ -487,6 +495,8 @@ class Database:
 
     def export(self, unique: bool = True, keep: str = "first", warn=None) -> Iterator[ExportedRecord]:
         """Every stored document's text read back from its source; with unique, one per cluster (see export.py)."""
+        from .export import export_records
+
         return export_records(self, unique, keep, warn)
 
     def pairs(self, by: str = "document", containment: float | None = None) -> Iterator[Pair]:

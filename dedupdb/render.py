@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .database import Cluster, Pair, QueryHit
-from .pipeline import AddSummary
+from .summary import AddSummary
 
 # Piped or redirected output is read by programs, and by people in editors and pagers that wrap for themselves:
 # as wide as any line, so that no path is ever wrapped or cut (rich would hard-wrap at 80 columns).

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-from charset_normalizer import from_bytes
 
 from .config import MAX_FILE_BYTES
 from .errors import InputError, ReadError
@@ -375,6 +374,8 @@ def _legacy_with_bad_bytes(data: bytes) -> Decoded | None:
     if rough is None:
         return None
     cleaned = rough.text[:_DETECT_BYTES].replace("\ufffd", "").encode("gb18030")[:_DETECT_BYTES]
+    from charset_normalizer import from_bytes  # only for bytes that are not UTF-8: most adds never need it
+
     matches = list(from_bytes(cleaned))
     if not matches:
         return None
@@ -417,6 +418,8 @@ def decode_bytes(data: bytes, path: str = "<bytes>") -> Decoded:
     mostly_utf8 = _mostly_utf8(data)
     if mostly_utf8 is not None:
         return mostly_utf8
+    from charset_normalizer import from_bytes
+
     matches = list(from_bytes(data[:_DETECT_BYTES]))
     if not matches:
         # The detector decodes strictly, so one stray byte rules every encoding out.

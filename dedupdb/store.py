@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import sqlite_utils
 
 from . import migrate
 from .errors import DatabaseError
@@ -381,11 +380,19 @@ class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = _GuardedConnection(conn, path)  # sqlite3 errors of every statement become DatabaseError
         self.path = path
-        self.db = sqlite_utils.Database(conn)
+        self._raw = conn
         self._group_seconds: float | None = None  # set inside grouped_commits()
         self._group_started = 0.0
         self._index = Runs(self.conn, INDEX_FAMILY, INDEX_KEY_BITS)
         self._containment = Runs(self.conn, CONTAINMENT_FAMILY, 32)
+
+    @property
+    def db(self):
+        """The same connection as a sqlite_utils Database, for exploring a store from Python (made on first use:
+        importing sqlite_utils costs a cold query a tenth of its time)."""
+        import sqlite_utils
+
+        return sqlite_utils.Database(self._raw)
 
     # --- opening -------------------------------------------------------------
 
