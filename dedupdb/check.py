@@ -3,6 +3,9 @@
 The invariants, each a named check:
 
 - integrity: PRAGMA integrity_check finds nothing wrong with the file's pages, B-trees and indexes.
+- runs: the sorted runs that hold index and containment rows (runs.py) are whole: each run's fences name its
+  blocks in order, every block is sorted, starts where its fence says and above the block before it, the
+  entries add up to the run's count, and no block belongs to no run.
 - index_rows: every content has exactly the index rows its stored signatures give (one per LSH band, or per pair
   of super-shingles with that preset, for a text with shingles, one per SimHash block pair for a text with a
   SimHash, as Indexer._index_rows computes them),
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
     from .database import Database
 
 CHECKS = (
-    "integrity", "index_rows", "containment_rows", "document_counts", "orphan_contents", "document_links", "pairs",
+    "integrity", "runs", "index_rows", "containment_rows", "document_counts", "orphan_contents", "document_links", "pairs",
     "clusters",
 )
 EXAMPLES = 5          # examples shown per failed check
@@ -113,6 +116,7 @@ def check_database(database: Database) -> CheckReport:
 
     with store.snapshot():
         run("integrity", lambda: _check_integrity(store))
+        run("runs", lambda: _check_runs(store))
         try:
             totals = store.check_totals()
             max_id = totals[3]
@@ -148,6 +152,11 @@ def _integrity_problem(messages: list[str]) -> Problem:
     if len(messages) >= INTEGRITY_LIMIT:
         what += f" (it stops at {INTEGRITY_LIMIT})"
     return Problem("integrity", len(messages), what, tuple(messages[:EXAMPLES]))
+
+
+def _check_runs(store: Store) -> list[Problem]:
+    faults = store.run_faults()
+    return [Problem("runs", len(faults), "damaged runs of index rows", tuple(faults[:EXAMPLES]))] if faults else []
 
 
 def _check_integrity(store: Store) -> list[Problem]:

@@ -34,6 +34,8 @@ BLOCK_ENTRIES = 2000
 # A run of at most this many entries is kept in memory whole once an ingest probes it (16 MiB): the small runs,
 # the newest rows, are where most probes of a growing store land, and a few levels of them fit.
 MEMORY_RUN_ENTRIES = 1 << 21
+# Unfiltered lookups of a run by one connection after which it gets its filter anyway (Runs.lookup).
+WARM_PROBES = 16
 # Bits of a run's key filter per entry, at least (a power of two of them in all): a key of no entry of the run
 # passes with odds of at most 1 - e^(-1/8), 12%.
 FILTER_BITS_PER_ENTRY = 8
@@ -57,6 +59,7 @@ class _Run:
     firsts: np.ndarray     # int64: the smallest entry of each block
     filter: "KeyBits | None" = None  # made when first needed (filtered lookups), or as the run is written
     data: np.ndarray | None = None   # every entry, for a small run that a filtered lookup has read whole
+    probes: int = 0                  # lookups by this connection, which warm it up (see Runs.lookup)
 
 
 class KeyBits:
@@ -95,6 +98,11 @@ def level_of(entries: int) -> int:
     return level
 
 
+def _fences(run: _Run) -> bytes:
+    """A run's block numbers and first entries, interleaved: what opening a store reads to find any row."""
+    return np.column_stack((run.block_ids, run.firsts)).astype("<i8").tobytes()
+
+
 def _blob(entries: np.ndarray) -> bytes:
     return entries.astype("<i8").tobytes()
 
@@ -124,16 +132,11 @@ class Runs:
         token = row[0] if row else ""
         if self._runs is None or token != self._token:
             runs: dict[int, _Run] = {}
-            for run_id, level, entries in self.conn.execute(
-                "SELECT id, level, entries FROM runs WHERE family = ? ORDER BY id", (self.family,)
+            for run_id, level, entries, fences in self.conn.execute(
+                "SELECT id, level, entries, fences FROM runs WHERE family = ? ORDER BY id", (self.family,)
             ).fetchall():
-                fences = np.array(
-                    self.conn.execute(
-                        "SELECT id, first FROM run_blocks WHERE run = ? ORDER BY first", (run_id,)
-                    ).fetchall(),
-                    dtype=np.int64,
-                ).reshape(-1, 2)
-                runs[run_id] = _Run(run_id, level, entries, fences[:, 0].copy(), fences[:, 1].copy())
+                pairs = np.frombuffer(fences, dtype="<i8").reshape(-1, 2)
+                runs[run_id] = _Run(run_id, level, entries, pairs[:, 0].copy(), pairs[:, 1].copy())
             self._runs, self._token = runs, token
         return self._runs
 
@@ -195,7 +198,7 @@ class Runs:
             run.data = None  # read again when next needed
             run.block_ids, run.firsts, run.entries = run.block_ids[keep], run.firsts[keep], run.entries - removed
             if run.entries:
-                self.conn.execute("UPDATE runs SET entries = ? WHERE id = ?", (run.entries, run.id))
+                self._finish_run(run)
             else:
                 self.conn.execute("DELETE FROM runs WHERE id = ?", (run.id,))
                 del runs[run.id]
@@ -210,7 +213,9 @@ class Runs:
 
     def _new_run(self, level: int, expected: int) -> _Run:
         """An empty run, with a key filter sized for the entries it is about to receive."""
-        cursor = self.conn.execute("INSERT INTO runs (family, level, entries) VALUES (?, ?, 0)", (self.family, level))
+        cursor = self.conn.execute(
+            "INSERT INTO runs (family, level, entries, fences) VALUES (?, ?, 0, x'')", (self.family, level)
+        )
         return _Run(cursor.lastrowid, level, 0, np.empty(0, np.int64), np.empty(0, np.int64),
                     KeyBits(expected, self.key_bits))
 
@@ -235,7 +240,10 @@ class Runs:
         run.entries += len(entries)
 
     def _finish_run(self, run: _Run) -> None:
-        self.conn.execute("UPDATE runs SET entries = ?, level = ? WHERE id = ?", (run.entries, run.level, run.id))
+        self.conn.execute(
+            "UPDATE runs SET entries = ?, level = ?, fences = ? WHERE id = ?",
+            (run.entries, run.level, _fences(run), run.id),
+        )
 
     # --- merging ----------------------------------------------------------------------------------
 
@@ -341,13 +349,16 @@ class Runs:
         disjoint), sorted. With filtered, each range must be the entries of one key (as the store's probes are),
         and a run is looked into only for the keys its filter may hold: what an ingest, which probes many keys
         of which most are in no run or one, asks for. The filters cost a byte or two per entry in memory, made
-        by reading each run once."""
+        by reading each run once. Without it, a run takes its filter (and a small one its place in memory) once
+        it has been probed WARM_PROBES times by this connection: a single query reads a few blocks and no more,
+        a process that answers many pays the reading once."""
         lows, highs = np.asarray(lows, np.int64), np.asarray(highs, np.int64)
         if len(lows) == 0:
             return np.empty(0, np.int64)
         parts = []
         for run in self._current().values():
-            if filtered:
+            run.probes += 1
+            if filtered or run.filter is not None or run.probes >= WARM_PROBES:
                 if run.data is None and run.entries <= MEMORY_RUN_ENTRIES:
                     run.data = np.concatenate(list(self._run_chunks(run)) or [np.empty(0, np.int64)])
                 maybe = self._filter_of(run).may_hold(lows)
@@ -375,6 +386,39 @@ class Runs:
         """Those of these entries that are stored."""
         entries = distinct(np.asarray(entries, dtype=np.int64))
         return entries[self._holds(self._current(), entries)]
+
+    def faults(self) -> list[str]:
+        """What is wrong with the runs themselves, one line each: fences that do not match the blocks, blocks out of
+        order or not sorted, entry counts that do not add up (a damaged store; 'dedupdb check' reports them)."""
+        out: list[str] = []
+        for run in self._current().values():
+            rows = self.conn.execute(
+                "SELECT id, first, entries, data FROM run_blocks WHERE run = ? ORDER BY id", (run.id,)
+            ).fetchall()
+            ids = np.array([r[0] for r in rows], np.int64)
+            if not np.array_equal(ids, run.block_ids):
+                out.append(f"run {run.id}: its fences name {len(run.block_ids)} blocks, {len(ids)} are stored")
+                continue
+            total, previous = 0, None
+            for position, (block_id, first, entries, data) in enumerate(rows):
+                values = _array(data)
+                if len(values) != entries or len(values) == 0 or (np.diff(values) <= 0).any():
+                    out.append(f"run {run.id}: block {block_id} is not a sorted block of {entries} entries")
+                elif values[0] != first or first != run.firsts[position]:
+                    out.append(f"run {run.id}: block {block_id} starts at {int(values[0])}, not at its fence")
+                elif previous is not None and values[0] <= previous:
+                    out.append(f"run {run.id}: block {block_id} overlaps the block before it")
+                if len(values):
+                    previous = int(values[-1])
+                total += len(values)
+            if total != run.entries:
+                out.append(f"run {run.id}: {total} entries stored, {run.entries} counted")
+        strays = self.conn.execute(
+            "SELECT count(*) FROM run_blocks WHERE run NOT IN (SELECT id FROM runs)"
+        ).fetchone()[0] if self.family == 0 else 0
+        if strays:
+            out.append(f"{strays} blocks belong to no run")
+        return out
 
     def count(self) -> int:
         row = self.conn.execute("SELECT coalesce(sum(entries), 0) FROM runs WHERE family = ?", (self.family,)).fetchone()

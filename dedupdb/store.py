@@ -1090,6 +1090,12 @@ class Store:
         """stored_entries() of the containment rows."""
         return self._containment.holds(entries)
 
+    def run_faults(self) -> list[str]:
+        """What is wrong with the runs of index and containment rows themselves (runs.py)."""
+        return [f"index {line}" for line in self._index.faults()] + [
+            f"containment {line}" for line in self._containment.faults()
+        ]
+
     def stored_entries(self, entries: np.ndarray) -> np.ndarray:
         """Those of these index rows the store holds."""
         return self._index.holds(entries)

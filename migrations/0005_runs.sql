@@ -7,7 +7,8 @@ CREATE TABLE runs (
     id      INTEGER PRIMARY KEY,
     family  INTEGER NOT NULL CHECK (family IN (0, 1)),  -- 0: LSH and SimHash rows, 1: containment rows
     level   INTEGER NOT NULL,                           -- runs of a level are merged FANOUT at a time
-    entries INTEGER NOT NULL
+    entries INTEGER NOT NULL,
+    fences  BLOB NOT NULL                               -- (block id, first entry) of each block, int64 pairs
 );
 
 CREATE TABLE run_blocks (

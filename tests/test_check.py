@@ -297,7 +297,7 @@ def test_check_library_on_damaged_table_pages(big_store):
     damage_roots(big_store, "run_blocks")
     with dedupdb.open(big_store, create=False) as db:
         report = db.check()
-    assert not report.sound and report.failed()[:2] == ["integrity", "index_rows"]
+    assert not report.sound and report.failed()[:3] == ["integrity", "runs", "index_rows"]
     assert report.documents is not None  # the rest could be read
 
 
@@ -309,3 +309,20 @@ def test_components_is_smallest_member_of_each_component():
         got = components(size, edges[:, 0], edges[:, 1])
         want = union_find_components(range(size), map(tuple, edges.tolist()))
         assert got.tolist() == [want[i] for i in range(size)]
+
+
+def test_damaged_runs_are_named(store, cli):
+    """A block rewritten behind the store's back (its entries shuffled, its fence left as it was) fails 'runs', and
+    the rows it hides fail 'index_rows' too, as lookups can no longer find them."""
+    conn = sqlite3.connect(store)
+    block, data = conn.execute(
+        "SELECT b.id, b.data FROM run_blocks b JOIN runs r ON r.id = b.run WHERE r.family = 0 ORDER BY b.id LIMIT 1"
+    ).fetchone()
+    values = np.frombuffer(data, "<i8")[::-1].copy()
+    conn.execute("UPDATE run_blocks SET data = ? WHERE id = ?", (values.tobytes(), block))
+    conn.commit()
+    conn.close()
+    result = cli("check", "--format", "json")
+    assert result.exit_code == 1
+    problems = {p["check"]: p for p in json.loads(result.stdout)["problems"]}
+    assert problems["runs"]["count"] == 1 and f"block {block} is not a sorted block" in problems["runs"]["examples"][0]

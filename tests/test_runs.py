@@ -164,3 +164,23 @@ def test_small_runs_probed_in_memory_answer_as_blocks_do(store, small_runs, monk
     with store.transaction():  # a delete drops the copy in memory; the next probe reads the blocks again
         store._index.delete(expected[::2])
     assert np.array_equal(store._index.lookup(lows, highs, filtered=True), expected[1::2])
+
+
+def test_queries_warm_a_run_up_after_a_few_lookups(store, small_runs):
+    rng = np.random.default_rng(11)
+    entries = rng.integers(0, 1 << 45, 400)
+    with store.transaction():
+        store._index.insert(entries)
+    other = Store.open(store.path)
+    try:
+        runs = other._index
+        lows = np.unique(entries[:50] & ~np.int64((1 << 30) - 1))
+        highs = lows | ((1 << 30) - 1)
+        expected = runs.lookup(lows, highs)
+        (run,) = runs._current().values()
+        assert run.filter is None  # one query: no run read whole
+        for _ in range(runs_module.WARM_PROBES):
+            assert np.array_equal(runs.lookup(lows, highs), expected)
+        assert run.filter is not None and run.data is not None
+    finally:
+        other.close()
