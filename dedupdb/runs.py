@@ -31,9 +31,10 @@ from .hashing import distinct
 # row as per byte, and an ingest of near-duplicates reads most blocks of the large runs for every batch: large
 # blocks make that several times cheaper, and cost a probe that finds one row little more.
 BLOCK_ENTRIES = 2000
-# A run of at most this many entries is kept in memory whole once an ingest probes it (16 MiB): the small runs,
-# the newest rows, are where most probes of a growing store land, and a few levels of them fit.
-MEMORY_RUN_ENTRIES = 1 << 21
+# A run of at most this many entries is kept in memory whole once an ingest probes it (32 MiB): the small runs,
+# the newest rows, are where most probes of a growing store land, and the levels below it take at most 3 x 5.2
+# million entries (128 MiB) however large the store.
+MEMORY_RUN_ENTRIES = 1 << 22
 # Unfiltered lookups of a run by one connection after which it gets its filter anyway (Runs.lookup).
 WARM_PROBES = 16
 # Bits of a run's key filter per entry, at least (a power of two of them in all): a key of no entry of the run
@@ -46,6 +47,8 @@ FANOUT = 4
 LEVEL_BASE = 1 << 16
 # Blocks read per statement when a run is read in order (merging, scanning).
 _READ_BLOCKS = 64
+# Blocks a probe reads at once (16 MiB): memory stays bounded however many blocks of a large run a batch needs.
+_READ_AT_ONCE = 1024
 _TOKEN_KEY = "runs.token.{}"  # one per family
 _CHUNK = 500
 
@@ -328,21 +331,22 @@ class Runs:
         if len(lows) == 0:
             return np.empty(0, np.int64)
         if run.data is not None:
-            data = run.data
-        else:
-            blocks = _covering_blocks(run, lows, highs)
-            if len(blocks) == 0:
-                return np.empty(0, np.int64)
-            data = self._read_joined(run.block_ids[blocks])
-        starts = np.searchsorted(data, lows, "left")
-        ends = np.searchsorted(data, highs, "right")
-        lengths = ends - starts
-        if not lengths.any():
-            return np.empty(0, np.int64)
-        nonzero = lengths > 0
-        starts, lengths = starts[nonzero], lengths[nonzero]
-        offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        return data[np.repeat(starts, lengths) + offsets]
+            return _in_ranges(run.data, lows, highs)
+        blocks = _covering_blocks(run, lows, highs)
+        if len(blocks) <= _READ_AT_ONCE:
+            return _in_ranges(self._read_joined(run.block_ids[blocks]), lows, highs)
+        # A batch of many keys may need most blocks of a large run: read them a bounded stretch at a time, each
+        # stretch asked only for the ranges that reach into it.
+        parts = []
+        for start in range(0, len(blocks), _READ_AT_ONCE):
+            stretch = blocks[start : start + _READ_AT_ONCE]
+            low = run.firsts[stretch[0]]
+            after = stretch[-1] + 1
+            high = run.firsts[after] if after < len(run.firsts) else np.iinfo(np.int64).max
+            reach = (highs >= low) & (lows < high)
+            if reach.any():
+                parts.append(_in_ranges(self._read_joined(run.block_ids[stretch]), lows[reach], highs[reach]))
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
     def lookup(self, lows: np.ndarray, highs: np.ndarray, filtered: bool = False) -> np.ndarray:
         """Every stored entry within any of the ranges [lows[i], highs[i]] (lows sorted and distinct, ranges
@@ -465,6 +469,19 @@ class _RunReader:
         if len(self._loaded) == 0:
             self._load()
         return taken
+
+
+def _in_ranges(data: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
+    """The entries of sorted data within any of the ranges [lows[i], highs[i]] (lows sorted, ranges disjoint)."""
+    starts = np.searchsorted(data, lows, "left")
+    ends = np.searchsorted(data, highs, "right")
+    lengths = ends - starts
+    if not lengths.any():
+        return np.empty(0, np.int64)
+    nonzero = lengths > 0
+    starts, lengths = starts[nonzero], lengths[nonzero]
+    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return data[np.repeat(starts, lengths) + offsets]
 
 
 def _covering_blocks(run: _Run, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:

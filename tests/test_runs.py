@@ -17,6 +17,7 @@ def small_runs(monkeypatch):
     monkeypatch.setattr(runs_module, "BLOCK_ENTRIES", 7)
     monkeypatch.setattr(runs_module, "LEVEL_BASE", 40)
     monkeypatch.setattr(runs_module, "_READ_BLOCKS", 3)
+    monkeypatch.setattr(runs_module, "_READ_AT_ONCE", 2)
 
 
 @pytest.fixture
