@@ -242,10 +242,15 @@ def _jieba():
 
 @lru_cache(maxsize=1)
 def jieba_idf() -> tuple[dict[str, float], float]:
-    """jieba's own IDF table and its median, the weight given to words it does not know."""
-    import importlib.resources
+    """jieba's own IDF table and its median, the weight given to words it does not know. The file is read from
+    jieba's folder: importing jieba.analyse for it would build that module's own copy of the table and its
+    part-of-speech tagger, 65 MB in every process that sketches Chinese."""
+    import importlib.util
+    from pathlib import Path
 
-    text = importlib.resources.files("jieba.analyse").joinpath("idf.txt").read_text("utf-8")
+    spec = importlib.util.find_spec("jieba")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    text = (folder / "analyse" / "idf.txt").read_text("utf-8")
     table: dict[str, float] = {}
     for line in text.splitlines():
         word, _, value = line.partition(" ")

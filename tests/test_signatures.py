@@ -314,3 +314,16 @@ def test_idf_counts_each_document_once_per_bucket():
     assert idf.documents == len(documents)
     assert np.array_equal(idf.df, expected)
     assert idf.df[5] == 1 + sum(5 in {int(w) % DF_BUCKETS for w in d} for d in documents[:-1])
+
+
+def test_chinese_idf_is_read_without_jieba_analyse():
+    """jieba.analyse builds its own IDF table and a part-of-speech tagger on import (65 MB per process)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from dedupdb.tokens import jieba_idf; t, m = jieba_idf(); "
+        "assert len(t) > 200000 and 0 < m < 20; "
+        "assert 'jieba.analyse' not in sys.modules and 'jieba.posseg' not in sys.modules"
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
