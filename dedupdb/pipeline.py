@@ -38,6 +38,9 @@ from .store import FileRow, Store
 from .summary import STDIN_NAME, AddSummary, Progress  # noqa: F401 (Progress and AddSummary are this module's API too)
 
 STDIN = "-"
+# An add of at least this many bytes starts its workers at once; a smaller one sketches its first batch here and
+# starts them only if there is a second (a few files are done before workers would have started).
+POOL_AT_ONCE_BYTES = 8 * 1024 * 1024
 _SPOOL_BYTES = 32 * 1024 * 1024
 
 
@@ -198,6 +201,10 @@ class Ingest:
             rows = self.store.files_under(str(root)) if root.is_dir() else [self.store.file_by_path(str(root))]
             self._known.update((row.path, row) for row in rows if row is not None)
         self._progress, self._bytes_total = progress, sum(c.size for c in found)
+        if self._workers > 0 and self._bytes_total >= POOL_AT_ONCE_BYTES:
+            # Plainly a large add: the workers start before this process sketches anything, so they are forked
+            # small (a process that has sketched Chinese holds jieba's dictionary, and every fork a copy).
+            self._pool = WorkPool(self.indexer.settings, self._workers)
         with self.store.grouped_commits(COMMIT_SECONDS):
             try:
                 if any(str(p) == STDIN for p in paths):

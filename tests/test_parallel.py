@@ -44,3 +44,26 @@ def test_ingest_with_workers_matches_ingest_without(tmp_path, monkeypatch):
             results.append((pairs, clusters))
     assert results[0] == results[1]
     assert len(results[0][1]) >= 3
+
+
+def test_a_large_add_starts_its_workers_before_sketching_anything(tmp_path):
+    """Above POOL_AT_ONCE_BYTES the first batch goes to the workers too: this process never sketches, so it never
+    loads jieba for Chinese text (nor does a fork inherit it); a small add sketches its one batch itself."""
+    import subprocess
+    import sys
+
+    from dedupdb import parallel
+
+    long_chinese = CHINESE * 6  # long enough for a SimHash, which segments words with jieba
+    lines = [json.dumps({"id": i, "text": f"{long_chinese} 第{i}次"}, ensure_ascii=False) for i in range(parallel._MIN_PARALLEL + 10)]
+    path = write(tmp_path / "corpus.jsonl", "\n".join(lines) + "\n")
+    code = (
+        "import sys, dedupdb; from dedupdb import pipeline; from dedupdb.records import RecordOptions; "
+        f"pipeline.POOL_AT_ONCE_BYTES = int(sys.argv[1]); db = dedupdb.open(sys.argv[2]); "
+        f"s = db.add([{str(path)!r}], records=RecordOptions('jsonl', id_field='id'), workers=1); "
+        "print(s.records, 'jieba' in sys.modules)"
+    )
+    large = subprocess.run([sys.executable, "-c", code, "1000", str(tmp_path / "a.db")], capture_output=True, text=True)
+    small = subprocess.run([sys.executable, "-c", code, str(1 << 40), str(tmp_path / "b.db")], capture_output=True, text=True)
+    assert large.stdout.split() == [str(len(lines)), "False"], large.stderr
+    assert small.stdout.split() == [str(len(lines)), "True"], small.stderr
