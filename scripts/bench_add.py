@@ -167,6 +167,69 @@ def bench_dedupdb_records(texts: list[str], workdir: Path) -> dict:
             "bytes": corpus.stat().st_size}
 
 
+def _tree_memory(root_pid: int) -> tuple[int, int]:
+    """(sum of RSS, sum of PSS) in bytes of a process and all its descendants, from /proc (Linux). PSS shares
+    each page among the processes mapping it, so forked workers are not counted twice for what they share."""
+    import os
+
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    rss = pss = 0
+    todo = [root_pid]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as fh:
+                for line in fh:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1]) * 1024
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return rss, pss
+
+
+def bench_cli_memory(corpus: Path, workdir: Path) -> dict:
+    """`dedupdb add corpus.jsonl` as a user runs it, in a process of its own: wall time and the peak memory of the
+    whole process tree (the main process and its workers), sampled every 50 ms."""
+    import subprocess
+    import threading
+
+    db_path = workdir / "bench-cli.db"
+    for p in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+        if p.exists():
+            p.unlink()
+    command = [sys.executable, "-m", "dedupdb", "--db", str(db_path), "add", str(corpus), "--id-field", "id"]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = [0, 0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            rss, pss = _tree_memory(process.pid)
+            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = process.communicate()
+    seconds = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    if process.returncode != 0:
+        sys.exit(f"dedupdb add failed: {err.decode(errors='replace')}")
+    return {"seconds": seconds, "peak_rss": peak[0], "peak_pss": peak[1], "db_bytes": db_bytes(db_path)}
+
+
 def word_bigrams(text: str) -> list[str]:
     """The peers' shingles: lowercase word bigrams (one shingle of the whole text below two words)."""
     words = text.lower().split()
@@ -283,6 +346,12 @@ def main() -> None:
     print(f"\ndedupdb add of one JSONL file: {r['docs']:,} records in {r['seconds']:.1f} s, "
           f"{r['bytes'] / 1e6 / r['seconds']:.2f} MB/s, database {r['db_bytes'] / max(1, r['docs']):,.0f} bytes/document")
     rows.append(("dedupdb add (one JSONL file)", r["docs"], r["seconds"], r["rss_mb"], False))
+    if sys.platform.startswith("linux"):
+        m = bench_cli_memory(args.workdir / "corpus.jsonl", args.workdir)
+        print(f"`dedupdb add corpus.jsonl` in a process of its own: {r['docs'] / m['seconds']:,.0f} docs/s (start-up "
+              f"included); peak memory of the process and its workers: RSS {m['peak_rss'] / 2**20:,.0f} MiB summed, "
+              f"PSS {m['peak_pss'] / 2**20:,.0f} MiB (shared pages counted once); "
+              f"database {m['db_bytes'] / max(1, r['docs']):,.0f} bytes/document")
     if not args.skip_peers:
         own = dedupdb.Settings().num_perm
         from dedupdb.lsh import optimal_banding
