@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import xxhash
@@ -70,26 +73,66 @@ def _unpickle_sketch(content_hash, chars, shingles, minhash, sketch, simhash, wo
 class Sketcher:
     """The per-text part of fingerprinting: tokens, shingles, MinHash, bottom-k sketch, CJK SimHash."""
 
+    # Batches at least this large take the compiled path (fastsketch.py: the same numbers, several times faster)
+    # when numba is installed; a single text (a query) stays on numpy, so a quick command never waits for numba.
+    FAST_BATCH = 8
+    # Loading numba and the compiled code costs a process most of a second (seconds more the first time on a
+    # machine, to compile). A process therefore turns to it once it has spent that long sketching batches with
+    # numpy, or at once if it is loaded already: a small job never pays for it, a large one loses at most that.
+    FAST_AFTER_SECONDS = 0.8
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.tokenizer = Tokenizer(settings.word_ngram, settings.cjk_ngram)
         self.minhasher = MinHasher(settings.num_perm, settings.seed)
+        self._numpy_seconds = 0.0  # spent sketching batches with numpy
 
     def sketch(self, texts: list[str]) -> list[Sketch]:
+        batch = len(texts) >= self.FAST_BATCH
+        earned = self._numpy_seconds >= self.FAST_AFTER_SECONDS or f"{__package__}.fastsketch" in sys.modules
+        fast = self._fast() if batch and earned else None
+        if fast is None:
+            started = time.perf_counter()
+            parts = self._parts(texts)
+            if batch:
+                self._numpy_seconds += time.perf_counter() - started
+        else:
+            s = self.settings
+            parts = fast.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.containment_ngram, s.winnow_window,
+                                      self.minhasher._a, self.minhasher._b)
+        shingle_sets, signatures, word_counts, winnows, token_counts, mostly_cjk = parts
+        out = []
+        for i, (text, shingles, signature) in enumerate(zip(texts, shingle_sets, signatures)):
+            sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
+            tokens = token_counts[i]
+            cjk = mostly_cjk[i]
+            words = None if cjk or not tokens else word_counts[i]
+            simhash = self._chinese_simhash(text, tokens) if cjk else None
+            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens, winnows[i]))
+        return out
+
+    @staticmethod
+    @lru_cache(maxsize=1)
+    def _fast():
+        """The compiled sketching module, or None where it cannot be imported (no numba, or no folder to keep
+        compiled code in)."""
+        try:
+            from . import fastsketch
+        except ImportError:
+            return None
+        return fastsketch
+
+    def _parts(self, texts: list[str]):
+        """What sketch() assembles, computed with numpy: shingle sets (distinct, sorted), signatures, word
+        counts, winnowed fingerprints, token counts and whether each text is mostly CJK."""
         batch = self.tokenizer.batch(texts)
         shingle_sets = self.tokenizer.shingle_sets(batch)  # distinct and sorted: the sketch is their head
         signatures = self.minhasher.signatures(shingle_sets)
         word_counts = self.tokenizer.word_counts(batch)
         winnows = winnowed(batch, self.settings.containment_ngram, self.settings.winnow_window)
-        out = []
-        for i, (text, shingles, signature) in enumerate(zip(texts, shingle_sets, signatures)):
-            sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
-            tokens = batch.count(i)
-            cjk = batch.is_cjk(i)
-            words = None if cjk or not tokens else word_counts[i]
-            simhash = self._chinese_simhash(text, tokens) if cjk else None
-            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens, winnows[i]))
-        return out
+        count = range(len(texts))
+        tokens, cjk = [batch.count(i) for i in count], [batch.is_cjk(i) for i in count]
+        return shingle_sets, signatures, word_counts, winnows, tokens, cjk
 
     def _chinese_simhash(self, text: str, tokens: int) -> int | None:
         minimum = self.settings.simhash_min_features

@@ -1,0 +1,234 @@
+"""The compiled sketching path (fastsketch.py) gives exactly what Sketcher's numpy path gives."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xxhash
+from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+
+# Compiled code of test runs stays out of the user's cache folder (conftest keeps every test out of it), in one
+# folder for all runs, so that only the first compiles.
+os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "dedupdb-tests-numba"))
+pytest.importorskip("numba")
+
+from dedupdb import fastsketch  # noqa: E402
+from dedupdb.config import Settings  # noqa: E402
+from dedupdb.fingerprint import Sketch, Sketcher  # noqa: E402
+from dedupdb.normalize import normalize  # noqa: E402
+
+EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
+OTHER_SETTINGS = Settings(word_ngram=3, cjk_ngram=1, containment_ngram=2, winnow_window=5, num_perm=64, sketch_size=16)
+
+EDGE_CASES = [
+    "", " ", "a", "rt", "rt rt", "x rt y", "rt_x rt2 art rt", "covid19 and 2020 and ld2d", "10/10", "3.14", "1,000,000",
+    "@user hello there", "@裤腿太小 不是很好@裤腿太小.码数", "#tag# 内容 #topic", "#hashtag and #1 and a#b",
+    "// 转发 @某人: 文字 转发微博", "http://example.com/a?b=c see https://x.y www.site.org here",
+    "reply//@someone: text //@other: more", "RT rt Rt", "回复@张三:好的", "mail me at a@b.com ok",
+    "😀 emoji 😀😀 text", "\U00020000\U00020001\U0002a6d6 ext", "𝐀𝐁 math", "١٢٣ arabic digits ٤", "x² ½ ⅓ numbers",
+    "２０２０年 full width", "a_b _ __ _x", "e\u0301 combining", "ﬁ ligature", "hello 世界 world 你好 mixed", "한국어 텍스트 입니다",
+    "ひらがな カタカナ", "Ελληνικά κείμενο", "русский текст 42", "עברית", "ไทย", "x" * 40 + " long token " + "y" * 100,
+    "1234567890" * 5, "word " * 50, "中" * 3, "中文", "短", "一二", "a b", "a b c",
+    "\u3000\u3040\u30ff\u3400\u4dbf\u9fff\uf900\ufaff\uac00\ud7af",
+    "\U0002ffff\U00030000 edges", "tab\tnew\nline", "\x00 control \x1f chars",
+]
+
+
+def python_sketcher(settings: Settings) -> Sketcher:
+    sketcher = Sketcher(settings)
+    sketcher.FAST_BATCH = 1 << 62  # never the compiled path
+    return sketcher
+
+
+def fast_sketcher(settings: Settings) -> Sketcher:
+    sketcher = Sketcher(settings)
+    sketcher.FAST_AFTER_SECONDS = 0.0
+    sketcher._parts = None  # the numpy path would fail: a batch must take the compiled one
+    return sketcher
+
+
+def assert_same_sketches(a: list[Sketch], b: list[Sketch]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        for name in ("content_hash", "chars", "shingles", "simhash", "tokens"):
+            assert getattr(x, name) == getattr(y, name), name
+        for name in ("minhash", "sketch", "fingerprints"):
+            u, v = getattr(x, name), getattr(y, name)
+            assert u.dtype == v.dtype and np.array_equal(u, v), name
+        assert (x.words is None) == (y.words is None)
+        if x.words is not None:
+            for u, v in zip(x.words, y.words):
+                assert u.dtype == v.dtype and np.array_equal(u, v)
+
+
+def assert_same(texts: list[str], settings: Settings = Settings()) -> None:
+    """Whole sketches from the compiled path (a batch) equal those of the numpy path."""
+    assert len(texts) >= Sketcher.FAST_BATCH
+    assert_same_sketches(python_sketcher(settings).sketch(texts), fast_sketcher(settings).sketch(texts))
+
+
+def assert_same_parts(texts: list[str], settings: Settings) -> None:
+    """What the two paths compute per text, compared without the parts both share (content hash, jieba)."""
+    s = settings
+    sketcher = Sketcher(s)
+    expected = sketcher._parts(texts)
+    got = fastsketch.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.containment_ngram, s.winnow_window,
+                                  sketcher.minhasher._a, sketcher.minhasher._b)
+    shingles, signatures, words, prints, tokens, cjk = expected
+    assert got[4] == tokens and got[5] == cjk
+    assert got[1].dtype == signatures.dtype and np.array_equal(got[1], signatures)
+    for i in range(len(texts)):
+        for u, v in ((shingles[i], got[0][i]), (prints[i], got[3][i])):
+            assert u.dtype == v.dtype and np.array_equal(u, v), texts[i]
+        if tokens[i] and not cjk[i]:
+            for u, v in zip(words[i], got[2][i]):
+                assert u.dtype == v.dtype and np.array_equal(u, v), texts[i]
+        else:
+            assert got[2][i] is None
+
+
+def corpus(name: str, n: int) -> list[str]:
+    path = EVAL / name
+    if not path.exists():
+        pytest.skip(f"{path} missing")
+    texts = []
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        for line in lines:
+            texts.append(normalize(json.loads(line)["text"]))
+            if len(texts) == n:
+                break
+    return texts
+
+
+@pytest.mark.parametrize("name, n", [
+    ("en_imdb_aclImdb.jsonl.gz", 400), ("en_reuters21578.jsonl.gz", 400),
+    ("zh_sophonplus_reviews.jsonl.gz", 300), ("zh_thucnews_titles_devtest.jsonl.gz", 300),
+])
+def test_real_text_sketches_alike(name, n):
+    texts = corpus(name, n)
+    assert_same(texts)
+    assert_same_parts(texts, OTHER_SETTINGS)
+
+
+def test_edge_cases_sketch_alike():
+    texts = [normalize(t) for t in EDGE_CASES] + EDGE_CASES  # as stored, and raw: any str gives the same
+    assert_same(texts)
+    for settings in (Settings(word_ngram=1, cjk_ngram=1, containment_ngram=1, winnow_window=1), OTHER_SETTINGS,
+                     Settings(word_ngram=10, cjk_ngram=10, containment_ngram=10, winnow_window=64)):
+        assert_same_parts(texts, settings)
+
+
+def test_every_code_point_tokenizes_alike():
+    """Each code point alone, and runs of them, against the regex (the table covers all of Unicode)."""
+    points = [c for c in range(1, 0x110000) if not 0xD800 <= c <= 0xDFFF]
+    step = 20_000
+    alone = [" ".join(map(chr, points[i : i + step])) for i in range(0, len(points), step)]
+    runs = ["".join(map(chr, points[i : i + step])) for i in range(0, len(points), step)]
+    assert_same_parts(alone + runs, Settings(word_ngram=1, cjk_ngram=1, containment_ngram=1, winnow_window=1))
+
+
+_PIECES = st.sampled_from([
+    " ", "  ", "rt", "RT", "@", "#", "/", "//", ":", ".", ",", "_", "http://", "www.", "转发", "回复", "微博", "a", "b",
+    "7", "42", "٣", "²", "中", "文", "あ", "한", "\U00020000", "😀", "é", "ß", "\u0301", "\t", "，", "：", "！",
+])
+_TEXT = st.lists(st.one_of(_PIECES, st.text(max_size=4)), max_size=30).map("".join)
+
+
+@hypothesis_settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(_TEXT, min_size=1, max_size=12), word_ngram=st.integers(1, 4), cjk_ngram=st.integers(1, 4),
+       containment_ngram=st.integers(1, 5), winnow_window=st.integers(1, 10))
+def test_random_text_sketches_alike(texts, word_ngram, cjk_ngram, containment_ngram, winnow_window):
+    settings = Settings(word_ngram=word_ngram, cjk_ngram=cjk_ngram, containment_ngram=containment_ngram,
+                        winnow_window=winnow_window, num_perm=16)
+    assert_same_parts(texts, settings)
+    assert_same_parts([normalize(t) for t in texts], settings)
+
+
+def test_xxh64_matches_xxhash():
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 256, 300, dtype=np.uint8)
+    data.flags.writeable = False
+    for length in [*range(0, 80), 127, 128, 200]:
+        for seed in (0, 0x5EED, 2**64 - 1):
+            start = int(rng.integers(0, 300 - length + 1))
+            expected = xxhash.xxh64_intdigest(data[start : start + length].tobytes(), seed)
+            assert int(fastsketch.xxh64(data, start, length, np.uint64(seed))) == expected
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(text=_TEXT)
+def test_texts_skipping_the_repost_regex_hold_no_noise(text):
+    """The cheap checks that spare most texts the regex never skip one it would change."""
+    from dedupdb.tokens import _REPOST_NOISE
+
+    assert fastsketch._has_rt(text) == bool(re.search(r"\brt\b", text))
+    if not any(mark in text for mark in fastsketch._NOISE_MARKS) and not fastsketch._has_rt(text):
+        assert _REPOST_NOISE.search(text) is None
+
+
+def test_batches_take_the_compiled_path_and_single_texts_do_not(monkeypatch):
+    calls = []
+    original = fastsketch.sketch_parts
+
+    def counting(texts, *args):
+        calls.append(len(texts))
+        return original(texts, *args)
+
+    monkeypatch.setattr(fastsketch, "sketch_parts", counting)
+    sketcher = Sketcher(Settings())
+    texts = [f"text number {i} with some words" for i in range(Sketcher.FAST_BATCH)]
+    batch = sketcher.sketch(texts)  # fastsketch is loaded (imported above): taken at once
+    assert calls == [len(texts)]
+    single = sketcher.sketch(texts[:1])
+    assert calls == [len(texts)]  # unchanged: one text stays on numpy
+    assert_same_sketches(single, batch[:1])
+
+    # Not loaded yet: batches go to numpy until they have taken FAST_AFTER_SECONDS there.
+    monkeypatch.delitem(sys.modules, "dedupdb.fastsketch")
+    patient = Sketcher(Settings())
+    patient.FAST_AFTER_SECONDS = 1e-9
+    patient.sketch(texts[:1])
+    patient.sketch(texts)
+    assert calls == [len(texts)]
+    assert_same_sketches(patient.sketch(texts), batch)
+    assert calls == [len(texts)] * 2
+
+
+def test_without_numba_the_numpy_path_serves(monkeypatch):
+    texts = [normalize(t) for t in EDGE_CASES]
+    expected = Sketcher(Settings()).sketch(texts)
+    monkeypatch.setattr(Sketcher, "_fast", staticmethod(lambda: None))
+    assert_same_sketches(Sketcher(Settings()).sketch(texts), expected)
+
+
+def test_numba_is_loaded_for_batches_once_numpy_has_taken_as_long():
+    """A single text never loads numba (a cold query stays quick), nor does a process that has spent less than
+    FAST_AFTER_SECONDS sketching batches with numpy."""
+    code = """if True:
+        import sys
+        from dedupdb.config import Settings
+        from dedupdb.fingerprint import Sketcher
+        sketcher = Sketcher(Settings())
+        texts = [f"text number {i} of a small batch" for i in range(Sketcher.FAST_BATCH)]
+        sketcher.sketch(texts[:1])
+        sketcher.sketch(texts)
+        print("numba" in sys.modules)
+        sketcher.FAST_AFTER_SECONDS = 0.0
+        sketcher.sketch(texts[:1])
+        print("numba" in sys.modules)
+        sketcher.sketch(texts)
+        print("numba" in sys.modules)
+    """
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.stdout.split() == ["False", "False", "True"]
