@@ -69,7 +69,8 @@ def _as_schema_2(db_path) -> None:
     conn.close()
 
 
-def test_schema_2_database_is_migrated_and_its_index_rebuilt(tmp_path, db_path, cli):
+def _five_documents_stored(tmp_path, db_path) -> tuple[list, int, int]:
+    """Two near-duplicate pairs and one other text, added: (pairs, index rows, containment rows)."""
     from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
 
     folder = tmp_path / "docs"
@@ -77,8 +78,13 @@ def test_schema_2_database_is_migrated_and_its_index_rebuilt(tmp_path, db_path, 
         write(folder / f"{name}.txt", text)
     with dedupdb.open(db_path) as db:
         db.add([folder])
-        before = sorted((p.a, p.b, p.jaccard) for p in db.pairs())
-        rows = db.store.index_rows()
+        return sorted((p.a, p.b, p.jaccard) for p in db.pairs()), db.store.index_rows(), db.store.containment_rows()
+
+
+def test_schema_2_database_is_migrated_and_its_index_rebuilt(tmp_path, db_path, cli):
+    from .conftest import ENGLISH_EDITED
+
+    before, rows, _ = _five_documents_stored(tmp_path, db_path)
     assert len(before) == 2
     _as_schema_2(db_path)
 
@@ -113,15 +119,7 @@ def test_store_refuses_more_contents_than_index_rows_can_name(tmp_path, db_path,
 def test_schema_4_index_tables_become_runs_on_open(tmp_path, db_path, cli):
     """A store whose rows sit in the index_keys and containment_keys tables (schema 4) is migrated: the rows are
     rebuilt into runs from the stored signatures and fingerprints, with the same pairs and answers."""
-    from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
-
-    folder = tmp_path / "docs"
-    for name, text in [("a", ENGLISH), ("b", ENGLISH_EDITED), ("c", ENGLISH_OTHER), ("d", CHINESE), ("e", CHINESE_EDITED)]:
-        write(folder / f"{name}.txt", text)
-    with dedupdb.open(db_path) as db:
-        db.add([folder])
-        before = sorted((p.a, p.b, p.jaccard) for p in db.pairs())
-        rows, containment_rows = db.store.index_rows(), db.store.containment_rows()
+    before, rows, containment_rows = _five_documents_stored(tmp_path, db_path)
     conn = sqlite3.connect(db_path, isolation_level=None)
     conn.executescript(
         "BEGIN; DROP TABLE run_blocks; DROP TABLE runs; DELETE FROM meta WHERE key LIKE 'runs.%';"
