@@ -104,9 +104,10 @@ def _signals_blocked() -> Iterator[None]:
 
 
 def default_workers() -> int:
-    """One worker per core: the process writing the store waits on its workers for part of every batch, so
-    a worker on its core too keeps every core busy (on 2 cores, 1.17x the throughput of one worker)."""
-    return max(1, os.cpu_count() or 1)
+    """One worker per core but the one the writing process keeps busy: with compiled sketching a worker outpaces
+    the writer several times over (on 2 cores, 100,000 IMDB reviews: 4,706 docs/s with one worker, 4,696 with
+    two, whose second costs 85 MiB)."""
+    return max(1, (os.cpu_count() or 1) - 1)
 
 
 class WorkPool:
