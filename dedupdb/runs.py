@@ -88,10 +88,6 @@ class KeyBits:
         slots = entries >> self._shift
         return ((self._bits[slots >> 3] >> (slots & 7).astype(np.uint8)) & 1).astype(bool)
 
-    @property
-    def nbytes(self) -> int:
-        return self._bits.nbytes
-
 
 def level_of(entries: int) -> int:
     """Runs of about the same size share a level: 0 up to LEVEL_BASE entries, then one level per FANOUT times."""
@@ -276,7 +272,7 @@ class Runs:
             merged_part = np.concatenate(parts)
             merged_part.sort(kind="stable")
             whole = (len(merged_part) // BLOCK_ENTRIES) * BLOCK_ENTRIES
-            self._write_blocks(out, _distinct_sorted(merged_part[:whole]) if whole else merged_part[:0])
+            self._write_blocks(out, _distinct_sorted(merged_part[:whole]))
             pending = merged_part[whole:]
         rest = np.concatenate([pending] + [r.take_through(np.iinfo(np.int64).max) for r in readers])
         rest.sort()
@@ -392,7 +388,7 @@ class Runs:
         return entries[self._holds(self._current(), entries)]
 
     def faults(self) -> list[str]:
-        """What is wrong with the runs themselves, one line each: fences that do not match the blocks, blocks out of
+        """What is wrong with this family's runs, one line each: fences that do not match the blocks, blocks out of
         order or not sorted, entry counts that do not add up (a damaged store; 'dedupdb check' reports them)."""
         out: list[str] = []
         for run in self._current().values():
@@ -417,11 +413,6 @@ class Runs:
                 total += len(values)
             if total != run.entries:
                 out.append(f"run {run.id}: {total} entries stored, {run.entries} counted")
-        strays = self.conn.execute(
-            "SELECT count(*) FROM run_blocks WHERE run NOT IN (SELECT id FROM runs)"
-        ).fetchone()[0] if self.family == 0 else 0
-        if strays:
-            out.append(f"{strays} blocks belong to no run")
         return out
 
     def count(self) -> int:

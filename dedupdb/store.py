@@ -75,6 +75,7 @@ class DocumentRow:
 # 2**30 - 1 contents.
 CONTENT_ID_BITS = 30
 INDEX_FAMILY, CONTAINMENT_FAMILY = 0, 1  # the two families of runs (runs.py)
+CONTAINMENT_KEY_BITS = 32  # winnowed fingerprints are 32-bit hashes (containment.py)
 INDEX_KEY_BITS = 63 - CONTENT_ID_BITS
 _CONTENT_ID_MASK = (1 << CONTENT_ID_BITS) - 1
 
@@ -308,9 +309,9 @@ def _connect_writable(path: Path, create: bool) -> sqlite3.Connection:
         # a modest page cache holds what an ingest touches (the newest contents, documents and pairs pages).
         conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         conn.execute("PRAGMA temp_store = MEMORY")
-        # An add rewrites pages all over the index B-tree, batch after batch: checkpointing every 256 MB of
-        # WAL instead of every 4 MB copies a page that changes in many batches into the file once (64 MB:
-        # 14% slower on 100,000 documents). The WAL file goes when the last connection closes.
+        # Checkpointing every 256 MB of WAL instead of every 4 MB copies a page that changes in many batches into
+        # the file once (64 MB was 14% slower on 100,000 documents, measured when index rows were one B-tree and
+        # not measured again since they became runs). The WAL file goes when the last connection closes.
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_BYTES // page_size}")
         migrate.apply(conn, migrations)
@@ -384,7 +385,7 @@ class Store:
         self._group_seconds: float | None = None  # set inside grouped_commits()
         self._group_started = 0.0
         self._index = Runs(self.conn, INDEX_FAMILY, INDEX_KEY_BITS)
-        self._containment = Runs(self.conn, CONTAINMENT_FAMILY, 32)
+        self._containment = Runs(self.conn, CONTAINMENT_FAMILY, CONTAINMENT_KEY_BITS)
 
     @property
     def db(self):
@@ -754,15 +755,6 @@ class Store:
     def index_rows(self) -> int:
         return self._index.count()
 
-    def index_key_chunks(self) -> Iterator[np.ndarray]:
-        """The key of every stored index row, a few blocks at a time (a scan of the whole index)."""
-        for entries in self._index.chunks():
-            yield (entries >> CONTENT_ID_BITS).astype(np.uint64)
-
-    def data_version(self) -> int:
-        """Changes whenever another connection commits to this database (SQLite's PRAGMA data_version)."""
-        return self._q("PRAGMA data_version").fetchone()[0]
-
     def clear_index(self) -> None:
         self._index.clear()
         self._containment.clear()  # rebuilt too, from each content's fingerprints
@@ -1091,10 +1083,11 @@ class Store:
         return self._containment.holds(entries)
 
     def run_faults(self) -> list[str]:
-        """What is wrong with the runs of index and containment rows themselves (runs.py)."""
-        return [f"index {line}" for line in self._index.faults()] + [
-            f"containment {line}" for line in self._containment.faults()
-        ]
+        """What is wrong with the runs of index and containment rows themselves (runs.py), and blocks of no run."""
+        faults = [f"index {line}" for line in self._index.faults()]
+        faults += [f"containment {line}" for line in self._containment.faults()]
+        strays = self._q("SELECT count(*) FROM run_blocks WHERE run NOT IN (SELECT id FROM runs)").fetchone()[0]
+        return faults + ([f"{strays} blocks belong to no run"] if strays else [])
 
     def stored_entries(self, entries: np.ndarray) -> np.ndarray:
         """Those of these index rows the store holds."""

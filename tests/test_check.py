@@ -326,3 +326,11 @@ def test_damaged_runs_are_named(store, cli):
     assert result.exit_code == 1
     problems = {p["check"]: p for p in json.loads(result.stdout)["problems"]}
     assert problems["runs"]["count"] == 1 and f"block {block} is not a sorted block" in problems["runs"]["examples"][0]
+
+
+def test_blocks_of_no_run_are_named_once(store, cli):
+    raw(store, "INSERT INTO run_blocks (run, first, entries, data) VALUES (987654, 5, 1, x'0500000000000000')")
+    result = cli("check", "--format", "json")
+    assert result.exit_code == 1
+    problem = next(p for p in json.loads(result.stdout)["problems"] if p["check"] == "runs")
+    assert problem["count"] == 1 and problem["examples"] == ["1 blocks belong to no run"]
