@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import Settings
-from .hashing import distinct, distinct_counts, to_unsigned64
+from .hashing import distinct, distinct_counts, ranges, to_unsigned64
 from .minhash import sketch_jaccard
 from .simhash import hamming
 from .store import Store
@@ -68,7 +68,7 @@ def winnowed(batch: TokenBatch, ngram: int, window: int) -> list[np.ndarray]:
             np.minimum(minima, grams[j : j + width], out=minima)
         spans = runs[full] - window + 1  # windows lying inside each text
         owner = np.repeat(full, spans)
-        starts = np.repeat(batch.bounds[full], spans) + (np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans))
+        starts = ranges(batch.bounds[full], spans)
         keys = distinct((owner.astype(np.uint64) << _S32) | minima[starts].astype(np.uint64))
         split = np.searchsorted(keys >> _S32, np.arange(texts + 1, dtype=np.uint64)).tolist()
         low = (keys & _LOW32).astype(np.uint32)
@@ -163,7 +163,7 @@ def shared_counts(
     highs = np.searchsorted(posting_keys, keys, "right")
     sizes = highs - lows
     mine = np.repeat(ids, sizes)
-    at = np.repeat(lows, sizes) + (np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes))
+    at = ranges(lows, sizes)
     theirs = posting_ids[at]
     keep = mine != theirs
     packed, counts = distinct_counts((mine[keep] << 30) | theirs[keep])

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hashing import distinct
+from .hashing import distinct, ranges
 
 # Entries per block: 16,000 bytes, which one 16 KiB page holds whole. Reading a block costs about as much per
 # row as per byte, and an ingest of near-duplicates reads most blocks of the large runs for every batch: large
@@ -469,10 +469,7 @@ def _in_ranges(data: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndar
     lengths = ends - starts
     if not lengths.any():
         return np.empty(0, np.int64)
-    nonzero = lengths > 0
-    starts, lengths = starts[nonzero], lengths[nonzero]
-    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return data[np.repeat(starts, lengths) + offsets]
+    return data[ranges(starts, lengths)]
 
 
 def _covering_blocks(run: _Run, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
@@ -485,11 +482,7 @@ def _covering_blocks(run: _Run, lows: np.ndarray, highs: np.ndarray) -> np.ndarr
     first, last = np.maximum(first[live], 0), last[live]
     if len(first) == 0:
         return np.empty(0, np.int64)
-    spans = last - first + 1
-    if (spans == 1).all():
-        return distinct(first)
-    offsets = np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans)
-    return distinct(np.repeat(first, spans) + offsets)
+    return distinct(ranges(first, last - first + 1))
 
 
 def _distinct_sorted(values: np.ndarray) -> np.ndarray:

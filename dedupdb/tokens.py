@@ -23,7 +23,7 @@ import numpy as np
 import xxhash
 
 from .config import cache_dir
-from .hashing import distinct, distinct_counts, fmix64
+from .hashing import distinct, distinct_counts, fmix64, ranges
 
 _CJK = (
     "\u3040-\u30ff"  # Hiragana, Katakana
@@ -155,8 +155,7 @@ class Tokenizer:
             if len(full):
                 spans = counts[full] - n + 1
                 owner = np.repeat(full, spans)
-                offsets = np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans)
-                positions = batch.bounds[owner] + offsets
+                positions = ranges(batch.bounds[full], spans)
                 acc = batch.hashes[positions]
                 for j in range(1, n):
                     acc = acc * _NGRAM_MULT
