@@ -129,3 +129,25 @@ def tamper_rows(db_path: Path, family: str = "index", remove=(), add=()) -> None
                 runs.insert(np.asarray(add, np.int64))
     finally:
         store.close()
+
+
+def interrupt_batch(monkeypatch, at: int, batch: int = 10, commit_seconds: float = 0, after_work: bool = False):
+    """Batches of `batch` documents, and a Ctrl-C as batch number `at` is stored (with after_work, once its rows
+    are written inside the transaction). Returns resume(), which lets adds finish again."""
+    from dedupdb import pipeline
+
+    monkeypatch.setattr(pipeline, "INGEST_BATCH", batch)
+    monkeypatch.setattr(pipeline, "COMMIT_SECONDS", commit_seconds)
+    real = pipeline.Indexer.add_documents
+    calls = {"n": 0}
+
+    def interrupted(self, documents, *args):
+        calls["n"] += 1
+        if calls["n"] == at:
+            if after_work:
+                real(self, documents, *args)
+            raise KeyboardInterrupt
+        return real(self, documents, *args)
+
+    monkeypatch.setattr(pipeline.Indexer, "add_documents", interrupted)
+    return lambda: monkeypatch.setattr(pipeline.Indexer, "add_documents", real)

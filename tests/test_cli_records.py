@@ -8,7 +8,7 @@ import dedupdb
 import dedupdb.pipeline as pipeline
 from dedupdb.records import RecordOptions
 
-from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, interrupt_batch, write
 
 
 def _summary(result) -> dict:
@@ -120,24 +120,13 @@ def test_interrupted_record_file_resumes(tmp_path, db_path, monkeypatch, commit_
     """Committed batches stay (with a commit per batch: the first); uncommitted ones go, and a rerun reads
     exactly the records that are not stored."""
     path = write(tmp_path / "big.txt", "".join(f"{ENGLISH_OTHER} line {i}\n" for i in range(25)))
-    monkeypatch.setattr(pipeline, "INGEST_BATCH", 10)
-    monkeypatch.setattr(pipeline, "COMMIT_SECONDS", commit_seconds)
-    real = pipeline.Indexer.add_documents
-    calls = {"n": 0}
-
-    def crash_on_second_batch(self, documents, *args):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(self, documents, *args)
-
-    monkeypatch.setattr(pipeline.Indexer, "add_documents", crash_on_second_batch)
+    resume = interrupt_batch(monkeypatch, at=2, commit_seconds=commit_seconds)
     options = RecordOptions("lines")
     with dedupdb.open(db_path) as db:
         with pytest.raises(KeyboardInterrupt):
             db.add([path], records=options)
         assert db.store.counts()["documents"] == kept
-        monkeypatch.setattr(pipeline.Indexer, "add_documents", real)
+        resume()
         summary = db.add([path], records=options)
         assert summary.records == 25 - kept
         keys = {r[0] for r in db.store.conn.execute("SELECT key FROM documents")}
@@ -160,15 +149,9 @@ def test_overlong_line_is_a_bad_record_not_a_memory_spike(cli, tmp_path, monkeyp
 def test_progress_counts_bytes_and_moves_within_one_record_file(tmp_path, monkeypatch):
     """A single JSONL corpus moves the bar batch by batch (not 0/? until its end), and folders count bytes of
     every file found, so the ETA follows the work."""
-    import json as _json
-
-    import dedupdb
-    from dedupdb import pipeline
-    from dedupdb.records import RecordOptions
-
     monkeypatch.setattr(pipeline, "INGEST_BATCH", 10)
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(_json.dumps({"id": i, "text": f"record number {i} says {'word ' * (i % 7)}"}) + "\n"
+    corpus.write_text("".join(json.dumps({"id": i, "text": f"record number {i} says {'word ' * (i % 7)}"}) + "\n"
                               for i in range(95)))
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("a note about something " * 20)

@@ -13,10 +13,9 @@ import pytest
 import zstandard
 
 import dedupdb
-import dedupdb.pipeline as pipeline
 from dedupdb.records import RecordOptions, open_record_file
 
-from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, interrupt_batch
 
 COMPRESSORS = {
     ".gz": gzip.compress,
@@ -179,24 +178,13 @@ def test_interrupted_compressed_file_resumes_past_what_it_read(tmp_path, db_path
     """An interrupted read of a compressed file goes on past the decompressed bytes it got through (they hash
     as before); no record is read twice or lost."""
     path = _compressed(tmp_path / "big.txt.gz", "".join(f"{ENGLISH_OTHER} line {i}\n" for i in range(25)))
-    monkeypatch.setattr(pipeline, "INGEST_BATCH", 10)
-    monkeypatch.setattr(pipeline, "COMMIT_SECONDS", 0)
-    real = pipeline.Indexer.add_documents
-    calls = {"n": 0}
-
-    def crash_on_second_batch(self, documents, *args):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(self, documents, *args)
-
-    monkeypatch.setattr(pipeline.Indexer, "add_documents", crash_on_second_batch)
+    resume = interrupt_batch(monkeypatch, at=2)
     options = RecordOptions("lines")
     with dedupdb.open(db_path) as db:
         with pytest.raises(KeyboardInterrupt):
             db.add([path], records=options)
         assert db.store.counts()["documents"] == 10
-        monkeypatch.setattr(pipeline.Indexer, "add_documents", real)
+        resume()
         summary = db.add([path], records=options)
         assert summary.records == 15 and summary.bytes_read < sum(
             len(f"{ENGLISH_OTHER} line {i}\n") for i in range(25)
@@ -208,23 +196,12 @@ def test_interrupted_compressed_file_resumes_past_what_it_read(tmp_path, db_path
 
 def test_interrupted_compressed_file_changed_since_starts_over(tmp_path, db_path, monkeypatch):
     path = _compressed(tmp_path / "big.txt.xz", "".join(f"{ENGLISH_OTHER} line {i}\n" for i in range(25)))
-    monkeypatch.setattr(pipeline, "INGEST_BATCH", 10)
-    monkeypatch.setattr(pipeline, "COMMIT_SECONDS", 0)
-    real = pipeline.Indexer.add_documents
-    calls = {"n": 0}
-
-    def crash_on_second_batch(self, documents, *args):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(self, documents, *args)
-
-    monkeypatch.setattr(pipeline.Indexer, "add_documents", crash_on_second_batch)
+    resume = interrupt_batch(monkeypatch, at=2)
     options = RecordOptions("lines")
     with dedupdb.open(db_path) as db:
         with pytest.raises(KeyboardInterrupt):
             db.add([path], records=options)
-        monkeypatch.setattr(pipeline.Indexer, "add_documents", real)
+        resume()
         _compressed(path, "".join(f"{CHINESE} {i}\n" for i in range(3)))
         summary = db.add([path], records=options)
         assert summary.records == 3

@@ -10,7 +10,7 @@ import dedupdb.index
 import dedupdb.pipeline as pipeline
 from dedupdb.cluster import UnionFind, components
 
-from .conftest import ENGLISH, ENGLISH_OTHER, write
+from .conftest import ENGLISH, ENGLISH_OTHER, interrupt_batch, write
 
 WORDS = ENGLISH.split()
 
@@ -99,19 +99,9 @@ def test_interrupted_ingest_keeps_committed_batches_and_resumes(tmp_path, db_pat
     folder = tmp_path / "many"
     for i in range(25):
         write(folder / f"doc{i:02}.txt", _variant(i % len(WORDS)) + f" number {i}")
-    monkeypatch.setattr(pipeline, "INGEST_BATCH", 10)
-    monkeypatch.setattr(pipeline, "COMMIT_SECONDS", 0)  # commit every batch (grouping is tested on its own)
-    real = pipeline.Indexer.add_documents
-    calls = {"n": 0}
-
-    def crash_on_third_batch(self, documents, *args):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            real(self, documents, *args)  # half-done work inside the transaction must vanish too
-            raise KeyboardInterrupt
-        return real(self, documents, *args)
-
-    monkeypatch.setattr(pipeline.Indexer, "add_documents", crash_on_third_batch)
+    # A commit every batch (grouping is tested on its own); the third's work, written inside its transaction
+    # before the interrupt, must vanish too.
+    resume = interrupt_batch(monkeypatch, at=3, after_work=True)
     with dedupdb.open(db_path) as db:
         with pytest.raises(KeyboardInterrupt):
             db.add([folder])
@@ -120,7 +110,7 @@ def test_interrupted_ingest_keeps_committed_batches_and_resumes(tmp_path, db_pat
         assert counts["documents"] == 20 and counts["files"] == 20
         integrity = db.store.conn.execute("PRAGMA integrity_check").fetchone()[0]
         assert integrity == "ok"
-        monkeypatch.setattr(pipeline.Indexer, "add_documents", real)
+        resume()
         summary = db.add([folder])
         assert (len(summary.added), summary.unchanged) == (5, 20)
         assert db.store.counts()["documents"] == 25

@@ -19,7 +19,7 @@ from dedupdb.errors import InputError, ReadError
 from dedupdb.records import BadRecord, EndOfRecords, Record, RecordOptions, read_records
 from dedupdb.sources import decode_bytes, few_replacements, parse_size
 
-from .conftest import CHINESE, CHINESE_OTHER, ENGLISH, ENGLISH_OTHER, write
+from .conftest import CHINESE, CHINESE_OTHER, ENGLISH, ENGLISH_OTHER, interrupt_batch, write
 
 LONG_CHINESE = CHINESE * 4 + CHINESE_OTHER * 4
 
@@ -323,25 +323,14 @@ def test_library_interrupted_csv_with_bad_records_resumes_exactly(tmp_path, db_p
     for i in range(1, 41):
         rows.append(f'{i},"record {i} opens a quote' if i % 7 == 0 else f"{i},{CHINESE_OTHER} number {i}")
     path = write(tmp_path / "r.csv", "\n".join(rows) + "\n")
-    monkeypatch.setattr(pipeline, "INGEST_BATCH", 5)
-    monkeypatch.setattr(pipeline, "COMMIT_SECONDS", 0)
-    real = pipeline.Indexer.add_documents
-    calls = {"n": 0}
-
-    def crash_on_fourth_batch(self, documents, *args):
-        calls["n"] += 1
-        if calls["n"] == 4:
-            raise KeyboardInterrupt
-        return real(self, documents, *args)
-
-    monkeypatch.setattr(pipeline.Indexer, "add_documents", crash_on_fourth_batch)
+    resume = interrupt_batch(monkeypatch, at=4, batch=5)
     options = RecordOptions("csv", id_field="id")
     with dedupdb.open(db_path) as db:
         with pytest.raises(KeyboardInterrupt):
             db.add([path], records=options, workers=0)
         kept = db.store.counts()["documents"]
         assert kept == 15
-        monkeypatch.setattr(pipeline.Indexer, "add_documents", real)
+        resume()
         summary = db.add([path], records=options, workers=0)
         assert summary.records == 35 - kept  # read on from the stored offset, not from the start
         keys = {r[0].rsplit("#")[-1] for r in db.store.conn.execute("SELECT key FROM documents")}
