@@ -11,7 +11,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -35,7 +35,7 @@ from .records import (
 )
 from .sources import Candidate, Skipped, WalkRules, file_decoded, parse_size, read_bytes, readable_name, walk
 from .store import FileRow, Store
-from .summary import STDIN_NAME, AddSummary, Progress  # noqa: F401 (Progress and AddSummary are this module's API too)
+from .summary import STDIN_NAME, AddSummary, Progress
 
 STDIN = "-"
 # An add of at least this many bytes starts its workers at once; a smaller one sketches its first batch here and
