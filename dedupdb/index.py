@@ -15,11 +15,11 @@ from .cluster import components
 from .config import Settings
 from .containment import ContainmentIndex
 from .fingerprint import Fingerprint, Fingerprinter, Sketch
-from .hashing import slot_hash, to_unsigned64
+from .hashing import ranges, slot_hash, to_unsigned64
 from .lsh import Candidates, candidate_keys
 from .simhash import block_key_matrix
 from .store import INDEX_KEY_BITS, ContentRow, Store
-from .verify import Signature, Verdict, judge
+from .verify import Signature, judge
 
 
 @dataclass(frozen=True)
@@ -102,24 +102,21 @@ class Indexer:
         their clusters."""
         ids, keys = self._index_rows(new)
         candidates = _shared_keys(ids, keys, *self.store.index_and_match(ids, keys))
-        if not candidates:
+        if not len(candidates):
             return
         signatures = {cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()}
-        missing = {c for pair in candidates for c in pair if c not in signatures}
+        missing = set(np.unique(candidates).tolist()).difference(signatures)
         signatures.update(
             (cid, Signature(sketch, _unsigned(simhash))) for cid, (sketch, simhash) in self.store.sketches(missing).items()
         )
+        s = self.settings
         pairs = []
-        for a, b in sorted(candidates):
-            verdict = self._judge(signatures[a], signatures[b])
+        for a, b in candidates.tolist():
+            verdict = judge(signatures[a], signatures[b], s.threshold, s.simhash_distance, s.sketch_size)
             if verdict.duplicate:
                 pairs.append((a, b, verdict.jaccard, verdict.hamming))
         self.store.insert_pairs(pairs)
         self._merge_clusters([(a, b) for a, b, _, _ in pairs])
-
-    def _judge(self, a: Signature, b: Signature) -> Verdict:
-        s = self.settings
-        return judge(a, b, s.threshold, s.simhash_distance, s.sketch_size)
 
     def _merge_clusters(self, edges: list[tuple[int, int]]) -> None:
         if not edges:
@@ -198,24 +195,24 @@ def _fingerprints(rows: dict[int, ContentRow]) -> dict[int, Fingerprint]:
 
 def _shared_keys(
     ids: np.ndarray, keys: np.ndarray, stored_keys: np.ndarray, stored_ids: np.ndarray
-) -> set[tuple[int, int]]:
-    """Candidate pairs (a < b): new rows (ids, keys) sharing a key with a stored row or with each other."""
+) -> np.ndarray:
+    """Candidate pairs, (n, 2) content ids (a < b) in order: new rows (ids, keys) sharing a key with a stored row
+    or with each other."""
     order = np.argsort(keys, kind="stable")
     keys, ids = keys[order], ids[order]
-    pairs: set[tuple[int, int]] = set()
     lows = np.searchsorted(keys, stored_keys, "left")
-    highs = np.searchsorted(keys, stored_keys, "right")
-    for low, high, other in zip(lows.tolist(), highs.tolist(), stored_ids.tolist()):
-        for mine in ids[low:high].tolist():
-            if mine != other:
-                pairs.add((min(mine, other), max(mine, other)))
-    # Runs of one key among the new rows: every two contents in a run are candidates.
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-    lengths = np.diff(np.r_[starts, len(keys)])
-    for start, length in zip(starts[lengths > 1].tolist(), lengths[lengths > 1].tolist()):
-        members = sorted(set(ids[start : start + length].tolist()))
-        pairs.update((a, b) for i, a in enumerate(members) for b in members[i + 1 :])
-    return pairs
+    meeting = np.searchsorted(keys, stored_keys, "right") - lows
+    # Every two new rows of one key: each row with the rows after it in its run of equal keys.
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.empty(0, np.int64)
+    ends = np.append(starts[1:], len(keys)) if len(keys) else starts
+    positions = np.arange(len(keys))
+    after = np.repeat(ends, ends - starts) - positions - 1
+    a = np.concatenate((ids[ranges(lows, meeting)], ids[np.repeat(positions, after)])).astype(np.int64)
+    b = np.concatenate((np.repeat(stored_ids, meeting), ids[ranges(positions + 1, after)])).astype(np.int64)
+    apart = a != b
+    low, high = np.minimum(a, b)[apart], np.maximum(a, b)[apart]
+    codes = np.unique((low << 32) | high)  # content ids fit in 30 bits (store.py)
+    return np.column_stack((codes >> 32, codes & 0xFFFFFFFF))
 
 
 def _negative_counts(documents: list[tuple[int, int]]) -> dict[int, int]:

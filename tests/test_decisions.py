@@ -121,3 +121,20 @@ def test_a_mailing_with_one_frame_and_other_news_does_not_match(db_path, tmp_pat
 def test_a_typo_pair_matches(db_path, tmp_path):
     a = "The committee approved the revised budget for the public library after a long debate on Monday."
     assert _paired(db_path, tmp_path, a, a.replace("approved", "aproved"))
+
+
+def test_candidate_pairs_are_every_pair_sharing_a_key():
+    from dedupdb.index import _shared_keys
+
+    rng = np.random.default_rng(3)
+    ids = rng.integers(100, 140, size=300)
+    keys = rng.integers(0, 60, size=300).astype(np.uint64)
+    stored_keys = np.sort(rng.integers(0, 80, size=200)).astype(np.uint64)
+    stored_ids = rng.integers(1, 120, size=200)
+    expected = set()
+    for i, k in zip(ids.tolist(), keys.tolist()):
+        expected |= {(min(i, j), max(i, j)) for j, sk in zip(stored_ids.tolist(), stored_keys.tolist()) if sk == k and j != i}
+        expected |= {(min(i, j), max(i, j)) for j, k2 in zip(ids.tolist(), keys.tolist()) if k2 == k and j != i}
+    found = _shared_keys(ids, keys, stored_keys, stored_ids)
+    assert [tuple(p) for p in found.tolist()] == sorted(expected)
+    assert _shared_keys(ids[:0], keys[:0], stored_keys[:0], stored_ids[:0]).shape == (0, 2)
