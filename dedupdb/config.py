@@ -18,7 +18,8 @@ DEFAULT_DB_NAME = "dedupdb.sqlite"
 # different signatures for the same text: a database built by another version
 # of the algorithm must be re-indexed rather than silently mixed.
 # 2: each digit of a number is a token of its own, and hashtags and mentions are recognised only at the start of a token.
-ALGORITHM_VERSION = 2
+# 3: MinHash values are kept as their low 16 bits, and band keys hash those (migration 0007 converts a store of 2).
+ALGORITHM_VERSION = 3
 
 
 # How candidate pairs are found (lsh.py): LSH bands chosen for the threshold, or Broder's super-shingles

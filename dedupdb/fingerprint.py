@@ -27,7 +27,7 @@ class Fingerprint:
     content_hash: bytes
     chars: int
     shingles: int                 # distinct shingles; 0 means nothing to compare by
-    minhash: NDArray[np.uint32]   # num_perm values
+    minhash: NDArray[np.uint16]   # num_perm values, their low 16 bits (see Fingerprinter.sketch)
     sketch: NDArray[np.uint32]    # bottom-k distinct shingle hashes, sorted
     simhash: int | None           # None when the text is too short for SimHash to be trustworthy
     fingerprints: NDArray[np.uint32] | None = None  # winnowed (containment.py); None: stored before they existed
@@ -45,7 +45,7 @@ class Sketch:
     content_hash: bytes
     chars: int
     shingles: int
-    minhash: NDArray[np.uint32]
+    minhash: NDArray[np.uint16]
     sketch: NDArray[np.uint32]
     simhash: int | None                                          # set here for CJK text, which takes jieba's IDF
     words: tuple[NDArray[np.uint64], NDArray[np.int64]] | None   # distinct word hashes and counts, other text
@@ -66,7 +66,7 @@ def _unpickle_sketch(content_hash, chars, shingles, minhash, sketch, simhash, wo
         words = (np.frombuffer(words[0], dtype=np.uint64), np.frombuffer(words[1], dtype=np.int64))
     if fingerprints is not None:
         fingerprints = np.frombuffer(fingerprints, dtype=np.uint32)
-    return Sketch(content_hash, chars, shingles, np.frombuffer(minhash, dtype=np.uint32),
+    return Sketch(content_hash, chars, shingles, np.frombuffer(minhash, dtype=np.uint16),
                   np.frombuffer(sketch, dtype=np.uint32), simhash, words, tokens, fingerprints)
 
 
@@ -108,7 +108,10 @@ class Sketcher:
             cjk = mostly_cjk[i]
             words = None if cjk or not tokens else word_counts[i]
             simhash = self._chinese_simhash(text, tokens) if cjk else None
-            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens, winnows[i]))
+            # b-bit MinHash (Li and Koenig 2010): the low 16 bits of each value serve LSH as well as all 32 (a band
+            # key hashes four of them) in half the bytes a store keeps.
+            out.append(Sketch(content_hash(text), len(text), count, signature.astype(np.uint16), sketch, simhash, words,
+                              tokens, winnows[i]))
         return out
 
     @staticmethod

@@ -60,6 +60,7 @@ def apply(conn: sqlite3.Connection, migrations: list[Migration]) -> int:
     processes opening a new or older database at once, one migrates and the other finds it done. The script
     runs statement by statement inside that transaction: executescript would commit it first, dropping the lock.
     """
+    conn.create_function("low_halves", 1, _low_halves, deterministic=True)
     applied = 0
     for migration in migrations:
         if migration.version <= schema_version(conn):
@@ -84,6 +85,15 @@ def apply(conn: sqlite3.Connection, migrations: list[Migration]) -> int:
             raise
         applied += 1
     return applied
+
+
+def _low_halves(blob: bytes | None) -> bytes | None:
+    """The low 16 bits of each little-endian uint32 of a blob, little-endian (migration 0007)."""
+    if blob is None:
+        return None
+    import numpy as np  # only when a store is upgraded: opening one stays light
+
+    return np.frombuffer(blob, "<u4").astype("<u2").tobytes()
 
 
 def statements(script: str) -> list[str]:

@@ -50,7 +50,7 @@ class ContentRow:
     id: int
     chars: int
     shingles: int
-    minhash: np.ndarray
+    minhash: np.ndarray   # uint16: the low bits of each MinHash value (fingerprint.py)
     sketch: np.ndarray
     simhash: int | None
     cluster: int
@@ -90,6 +90,14 @@ def _array(blob: bytes) -> np.ndarray:
 
 def _blob(values: np.ndarray) -> bytes:
     return values.astype("<u4").tobytes()
+
+
+def _signature(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype="<u2").astype(np.uint16)
+
+
+def _signature_blob(values: np.ndarray) -> bytes:
+    return values.astype("<u2").tobytes()
 
 
 def _optional_array(blob: bytes | None) -> np.ndarray | None:
@@ -666,7 +674,7 @@ class Store:
             "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
             [
-                (i, fp.content_hash, fp.chars, fp.shingles, _blob(fp.minhash), _blob(fp.sketch), fp.simhash_signed, i,
+                (i, fp.content_hash, fp.chars, fp.shingles, _signature_blob(fp.minhash), _blob(fp.sketch), fp.simhash_signed, i,
                  _optional_blob(fp.fingerprints))
                 for i, fp in zip(ids, fingerprints)
             ],
@@ -696,7 +704,7 @@ class Store:
                 chunk,
             )
             for r in rows:
-                out[r[0]] = ContentRow(r[0], r[1], r[2], _array(r[3]), _array(r[4]), r[5], r[6], r[7], _optional_array(r[8]))
+                out[r[0]] = ContentRow(r[0], r[1], r[2], _signature(r[3]), _array(r[4]), r[5], r[6], r[7], _optional_array(r[8]))
         return out
 
     def sketches(self, content_ids: Iterable[int]) -> dict[int, tuple[np.ndarray, int | None]]:
@@ -1065,7 +1073,7 @@ class Store:
             if not rows:
                 return
             yield {
-                r[0]: ContentRow(r[0], r[1], r[2], _array(r[3]), _array(r[4]), r[5], r[6], r[7], _optional_array(r[8]))
+                r[0]: ContentRow(r[0], r[1], r[2], _signature(r[3]), _array(r[4]), r[5], r[6], r[7], _optional_array(r[8]))
                 for r in rows
             }
             last = rows[-1][0]

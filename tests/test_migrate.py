@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import numpy as np
 import pytest
 
 import dedupdb
@@ -134,3 +135,29 @@ def test_schema_4_index_tables_become_runs_on_open(tmp_path, db_path, cli):
         assert "index_keys" not in tables and "containment_keys" not in tables
         assert (db.store.index_rows(), db.store.containment_rows()) == (rows, containment_rows)
         assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before
+
+
+def test_schema_6_signatures_are_cut_to_16_bits_and_the_store_stays_current(tmp_path, db_path, cli):
+    from .conftest import ENGLISH_EDITED
+
+    before, rows, _ = _five_documents_stored(tmp_path, db_path)
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    stored = dict(conn.execute("SELECT id, minhash FROM contents").fetchall())
+    rng = np.random.default_rng(1)
+    for cid, blob in stored.items():  # what an older version kept: 32-bit values whose low halves are today's
+        low = np.frombuffer(blob, "<u2").astype(np.uint32)
+        wide = low | (rng.integers(0, 1 << 16, len(low)).astype(np.uint32) << 16)
+        conn.execute("UPDATE contents SET minhash = ? WHERE id = ?", (wide.astype("<u4").tobytes(), cid))
+    conn.execute("UPDATE meta SET value = '2' WHERE key = 'setting.algorithm'")
+    conn.execute("PRAGMA user_version = 6")
+    conn.close()
+
+    assert cli("report", "--format", "json").exit_code == 0  # opening migrates and rebuilds the index
+    with dedupdb.open(db_path) as db:
+        assert not db.outdated and db.settings.algorithm == dedupdb.config.ALGORITHM_VERSION
+        after = dict(db.store.conn.execute("SELECT id, minhash FROM contents").fetchall())
+        assert after == stored
+        assert db.store.read_meta()["index.rebuild"] == "0"
+        assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before
+        assert db.store.index_rows() == rows
+        assert db.query(ENGLISH_EDITED)[0].path.endswith("b.txt")

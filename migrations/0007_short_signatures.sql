@@ -1,0 +1,13 @@
+-- MinHash signatures are kept as the low 16 bits of each value (b-bit MinHash, Li and Koenig 2010): half the
+-- bytes, and as good for LSH, whose band keys hash four values at once (two texts agreeing on the low 16 bits
+-- of a value they do not share happens once in 65,536). The stored 32-bit values are cut to their low halves,
+-- exactly what this version computes, so the store keeps its algorithm version, one up; the band keys change,
+-- so the index rows are rebuilt when the database is next opened.
+
+UPDATE contents SET minhash = low_halves(minhash)
+WHERE length(minhash) = 4 * (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'setting.num_perm');
+
+UPDATE meta SET value = '3' WHERE key = 'setting.algorithm' AND value = '2';
+
+INSERT OR REPLACE INTO meta (key, value)
+SELECT 'index.rebuild', '1' WHERE EXISTS (SELECT 1 FROM contents);
