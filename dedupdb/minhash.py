@@ -72,11 +72,15 @@ def sketch_overlap(sketch_a: NDArray[np.uint32], sketch_b: NDArray[np.uint32], k
     """
     if len(sketch_a) == 0 or len(sketch_b) == 0:
         return 0.0, 0
-    merged = np.sort(np.concatenate((sketch_a, sketch_b)))  # each sketch is a set: a value occurs at most twice
+    merged = np.concatenate((sketch_a, sketch_b))
+    merged.sort()  # each sketch is a set: a value occurs at most twice
+    if len(sketch_a) < k and len(sketch_b) < k:
+        # Both sets whole: every value seen twice is shared, and the union is all the others once. Verifying a
+        # batch calls this for every candidate, so the short way counts (half the time of the general one).
+        shared = int(np.count_nonzero(merged[1:] == merged[:-1]))
+        return shared / (len(merged) - shared), shared
     repeated = merged[1:] == merged[:-1]
-    union = merged[np.concatenate(([True], ~repeated))]
-    if len(sketch_a) >= k or len(sketch_b) >= k:
-        union = union[:k]  # a sketch holding k hashes may stand for a larger set: estimate
+    union = merged[np.concatenate(([True], ~repeated))][:k]  # a sketch of k hashes may stand for more: estimate
     both = merged[1:][repeated]
     shared = int(np.count_nonzero(both <= union[-1]))
     return shared / len(union), shared

@@ -327,3 +327,23 @@ def test_chinese_idf_is_read_without_jieba_analyse():
         "assert 'jieba.analyse' not in sys.modules and 'jieba.posseg' not in sys.modules"
     )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=120, unique=True), st.integers(0, 120), st.integers(0, 120),
+       st.integers(1, 80))
+def test_sketch_overlap_counts_shared_shingles_like_sets(values, common, only_a, k):
+    """Sets built to overlap: the whole-set shortcut and the sampled path both give what the sets say."""
+    from dedupdb.minhash import sketch_overlap
+
+    a = values[: common + only_a]
+    b = values[:common] + values[common + only_a :]
+    sketch_a, sketch_b = bottom_k(np.array(sorted(a), np.uint32), k)[0], bottom_k(np.array(sorted(b), np.uint32), k)[0]
+    jaccard, shared = sketch_overlap(sketch_a, sketch_b, k)
+    if not a or not b:
+        assert (jaccard, shared) == (0.0, 0)
+        return
+    whole = len(a) < k and len(b) < k
+    union = sorted(set(a) | set(b)) if whole else sorted(set(a) | set(b))[:k]
+    in_both = [x for x in union if x in set(sketch_a.tolist()) and x in set(sketch_b.tolist())]
+    assert shared == len(in_both) and jaccard == len(in_both) / len(union)
