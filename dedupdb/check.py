@@ -37,7 +37,6 @@ from .config import default_db_path
 from .errors import DatabaseError
 from .hashing import distinct, distinct_counts, fmix64
 from .containment import rows_of
-from .index import _fingerprints
 from .store import CONTENT_ID_BITS, Store
 
 if TYPE_CHECKING:
@@ -180,7 +179,7 @@ def _check_index_rows(database: Database, max_id: int) -> list[Problem]:
     store, indexer = database.store, database.indexer
     return _check_rows(
         "index_rows", "index rows", max_id, store.index_entry_chunks(), store.stored_entries,
-        lambda rows: indexer._index_rows(_fingerprints(rows)), store,
+        lambda rows: indexer._index_rows(indexer.stored_fingerprints(rows)), store,
     )
 
 

@@ -17,6 +17,7 @@ from .containment import ContainmentIndex
 from .fingerprint import Fingerprint, Fingerprinter, Sketch
 from .hashing import ranges, slot_hash, to_unsigned64
 from .lsh import Candidates, candidate_keys
+from .minhash import MinHasher
 from .simhash import block_key_matrix
 from .store import INDEX_KEY_BITS, ContentRow, Store
 from .verify import Signature, judge
@@ -52,6 +53,7 @@ class Indexer:
         self.banding = banding
         self.fingerprinter = fingerprinter
         self.containment = ContainmentIndex(store, settings)
+        self._signer: MinHasher | None = None  # made when a stored signature must be computed again
 
     # --- index keys ---------------------------------------------------------------
 
@@ -73,6 +75,22 @@ class Indexer:
             ids.append(np.repeat(np.asarray(with_simhash, np.int64), matrix.shape[1]))
             keys.append(slot_hash(matrix, SIMHASH_SLOTS + np.arange(matrix.shape[1]), INDEX_KEY_BITS).ravel())
         return np.concatenate(ids), np.concatenate(keys)
+
+    def stored_fingerprints(self, rows: dict[int, ContentRow]) -> dict[int, Fingerprint]:
+        """Stored contents in the shape the index-row helpers take (their hash is not needed there), with the
+        MinHash signatures a store leaves out (those its sketches give whole, store.py) computed again."""
+        derived = [cid for cid, row in rows.items() if len(row.minhash) == 0 and len(row.sketch)]
+        signatures = dict(zip(derived, self._minhasher().signatures([rows[c].sketch for c in derived]).astype(np.uint16)))
+        return {
+            cid: Fingerprint(b"", row.chars, row.shingles, signatures.get(cid, row.minhash), row.sketch,
+                             _unsigned(row.simhash), row.fingerprints)
+            for cid, row in rows.items()
+        }
+
+    def _minhasher(self) -> MinHasher:
+        if self._signer is None:
+            self._signer = MinHasher(self.settings.num_perm, self.settings.seed)
+        return self._signer
 
     # --- adding ------------------------------------------------------------------
 
@@ -138,7 +156,7 @@ class Indexer:
             return
         rows = self.store.contents(orphans)
         affected = {row.cluster for row in rows.values()}
-        self.store.delete_index(*self._index_rows(_fingerprints(rows)))
+        self.store.delete_index(*self._index_rows(self.stored_fingerprints(rows)))
         self.containment.remove({cid: row.fingerprints for cid, row in rows.items()})
         for content_id in orphans:
             self.store.delete_content(content_id)
@@ -155,7 +173,7 @@ class Indexer:
         self.store.clear_index()
         ids = self.store.all_content_ids()
         for start in range(0, len(ids), 2000):
-            new = _fingerprints(self.store.contents(ids[start : start + 2000]))
+            new = self.stored_fingerprints(self.store.contents(ids[start : start + 2000]))
             self.containment.add({cid: fp.fingerprints for cid, fp in new.items()})
             self._index_and_link(new)
             if progress:
@@ -183,14 +201,6 @@ class Indexer:
 
 def _unsigned(value: int | None) -> int | None:
     return None if value is None else to_unsigned64(value)
-
-
-def _fingerprints(rows: dict[int, ContentRow]) -> dict[int, Fingerprint]:
-    """Stored contents in the shape the index-row helpers take (their hash is not needed there)."""
-    return {
-        cid: Fingerprint(b"", row.chars, row.shingles, row.minhash, row.sketch, _unsigned(row.simhash), row.fingerprints)
-        for cid, row in rows.items()
-    }
 
 
 def _shared_keys(

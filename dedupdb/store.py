@@ -50,7 +50,7 @@ class ContentRow:
     id: int
     chars: int
     shingles: int
-    minhash: np.ndarray   # uint16: the low bits of each MinHash value (fingerprint.py)
+    minhash: np.ndarray   # uint16, the low bits of each value (fingerprint.py); empty when the sketch gives it
     sketch: np.ndarray
     simhash: int | None
     cluster: int
@@ -93,7 +93,17 @@ def _blob(values: np.ndarray) -> bytes:
 
 
 def _signature(blob: bytes) -> np.ndarray:
+    """A stored MinHash signature; empty when it follows from the sketch (see _kept_signature)."""
     return np.frombuffer(blob, dtype="<u2").astype(np.uint16)
+
+
+def _kept_signature(fp) -> bytes:
+    """What a content keeps of its MinHash signature: nothing when its sketch holds every one of its shingle
+    hashes (fewer than sketch_size of them, as almost every text has), since the signature is the MinHash of
+    exactly those and is computed again when needed (index.py); half a kilobyte a text otherwise."""
+    if 0 < fp.shingles == len(fp.sketch):
+        return b""
+    return _signature_blob(fp.minhash)
 
 
 def _signature_blob(values: np.ndarray) -> bytes:
@@ -674,7 +684,7 @@ class Store:
             "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
             [
-                (i, fp.content_hash, fp.chars, fp.shingles, _signature_blob(fp.minhash), _blob(fp.sketch), fp.simhash_signed, i,
+                (i, fp.content_hash, fp.chars, fp.shingles, _kept_signature(fp), _blob(fp.sketch), fp.simhash_signed, i,
                  _optional_blob(fp.fingerprints))
                 for i, fp in zip(ids, fingerprints)
             ],

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dedupdb
+import dedupdb.check
 import dedupdb.index
 import dedupdb.pipeline as pipeline
 from dedupdb.cluster import UnionFind, components
@@ -196,3 +197,24 @@ def test_ingest_with_key_filters_finds_what_probing_everything_finds(tmp_path, m
             assert (sum(ruled_out) > 0) == filtered
             found.append(sorted((p.a.rsplit("/")[-1], p.b.rsplit("/")[-1], p.jaccard) for p in db.pairs()))
     assert found[0] == found[1] and len(found[0]) >= len(WORDS) - 1
+
+
+def test_signatures_left_out_of_the_store_give_the_same_index_rows(tmp_path, db_path):
+    """A text whose sketch holds all its shingles keeps no MinHash signature: computed again from the sketch, it
+    must give the very index rows the text was added with, for a rebuild and for removing them."""
+    rng = np.random.default_rng(4)
+    folder = tmp_path / "f"
+    write(folder / "short.txt", ENGLISH)
+    write(folder / "other.txt", ENGLISH_OTHER)
+    write(folder / "long.txt", " ".join(f"w{int(i)}" for i in rng.integers(0, 10**6, 1500)))
+    with dedupdb.open(db_path) as db:
+        db.add([folder])
+        kept = dict(db.store.conn.execute("SELECT shingles, length(minhash) FROM contents").fetchall())
+        assert sorted(kept.values()) == [0, 0, 2 * db.settings.num_perm]
+        entries = np.sort(np.concatenate(list(db.store.index_entry_chunks())))
+        with db.store.transaction():
+            db.indexer.rebuild()
+        assert np.array_equal(np.sort(np.concatenate(list(db.store.index_entry_chunks()))), entries)
+        db.forget([str(folder / "short.txt")])
+        assert _index_rows(db) == len(entries) - db.banding.bands
+        assert dedupdb.check.check_database(db).sound

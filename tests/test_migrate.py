@@ -138,25 +138,30 @@ def test_schema_4_index_tables_become_runs_on_open(tmp_path, db_path, cli):
 
 
 def test_schema_6_signatures_are_cut_to_16_bits_and_the_store_stays_current(tmp_path, db_path, cli):
-    from .conftest import ENGLISH_EDITED
+    from .conftest import ENGLISH_EDITED, write
 
-    before, rows, _ = _five_documents_stored(tmp_path, db_path)
-    conn = sqlite3.connect(db_path, isolation_level=None)
-    stored = dict(conn.execute("SELECT id, minhash FROM contents").fetchall())
     rng = np.random.default_rng(1)
-    for cid, blob in stored.items():  # what an older version kept: 32-bit values whose low halves are today's
-        low = np.frombuffer(blob, "<u2").astype(np.uint32)
-        wide = low | (rng.integers(0, 1 << 16, len(low)).astype(np.uint32) << 16)
+    # One text with more shingles than a sketch holds keeps a signature; the others' follow from their sketches.
+    write(tmp_path / "docs" / "long.txt", " ".join(f"w{int(i)}" for i in rng.integers(0, 10**6, 1500)))
+    before, rows, _ = _five_documents_stored(tmp_path, db_path)
+    with dedupdb.open(db_path) as db:
+        stored = dict(db.store.conn.execute("SELECT id, minhash FROM contents").fetchall())
+        signatures = {cid: fp.minhash for cid, fp in db.indexer.stored_fingerprints(db.store.contents(stored)).items()}
+    assert sum(blob == b"" for blob in stored.values()) == len(stored) - 1
+    assert sum(len(blob) == 2 * len(signatures[cid]) for cid, blob in stored.items()) == 1
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    for cid, low in signatures.items():  # what an older version kept: every signature, 32-bit, low halves as today's
+        wide = low.astype(np.uint32) | (rng.integers(0, 1 << 16, len(low)).astype(np.uint32) << 16)
         conn.execute("UPDATE contents SET minhash = ? WHERE id = ?", (wide.astype("<u4").tobytes(), cid))
     conn.execute("UPDATE meta SET value = '2' WHERE key = 'setting.algorithm'")
     conn.execute("PRAGMA user_version = 6")
     conn.close()
 
     assert cli("report", "--format", "json").exit_code == 0  # opening migrates and rebuilds the index
+    assert cli("check").exit_code == 0
     with dedupdb.open(db_path) as db:
         assert not db.outdated and db.settings.algorithm == dedupdb.config.ALGORITHM_VERSION
-        after = dict(db.store.conn.execute("SELECT id, minhash FROM contents").fetchall())
-        assert after == stored
+        assert dict(db.store.conn.execute("SELECT id, minhash FROM contents").fetchall()) == stored
         assert db.store.read_meta()["index.rebuild"] == "0"
         assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before
         assert db.store.index_rows() == rows
