@@ -5,11 +5,12 @@ insert of a growing index lands on a page of its own once the index outgrows the
 each such page whole: a million-document store took four times as long per document as an empty one.
 
 Here rows live as a log-structured merge tree (O'Neil et al. 1996) inside the same SQLite file: every batch of
-new rows becomes a sorted run of its own, stored as blocks of BLOCK_ENTRIES integers (one 16 KiB page each);
+new rows becomes a sorted run of its own, stored as blocks of one 16 KiB page each (a block packs the key gaps
+and content ids of its entries in 5 or 6 bytes each where they allow, as they do once a run is large);
 runs of about the same size are merged, FANOUT at a time, into one run FANOUT times larger (size-tiered), so a
 row is rewritten once per level (about log4 of the index size over a batch's) and always sequentially. A lookup
 finds, in every run, the one or two blocks whose range covers a key from the first entry of each block, which
-this module keeps in memory; a million documents make about 30,000 blocks. Every change happens inside the
+this module keeps in memory; a million documents make about 20,000 blocks. Every change happens inside the
 caller's transaction, so a merge, like an insert, is applied whole or not at all, and a process killed
 mid-merge loses nothing committed.
 
@@ -27,7 +28,8 @@ import numpy as np
 
 from .hashing import distinct, ranges
 
-# Entries per block: 16,000 bytes, which one 16 KiB page holds whole. Reading a block costs about as much per
+# Entries per block kept whole: 16,000 bytes, which one 16 KiB page holds whole; a packed block (see _packed)
+# holds more entries in as many bytes. Reading a block costs about as much per
 # row as per byte, and an ingest of near-duplicates reads most blocks of the large runs for every batch: large
 # blocks make that several times cheaper, and cost a probe that finds one row little more.
 BLOCK_ENTRIES = 2000
@@ -102,12 +104,91 @@ def _fences(run: _Run) -> bytes:
     return np.column_stack((run.block_ids, run.firsts)).astype("<i8").tobytes()
 
 
+# How a block keeps its entries, told apart by bytes per entry (a block row holds its count): the gap from the
+# previous entry's key and the content id, packed, which most blocks allow (keys are hashes, dense once a run is
+# large: a million documents' index keys lie about 150 apart), or the entries whole.
+_GAP_AND_ID24 = np.dtype([("gap", "<u2"), ("id_low", "<u2"), ("id_high", "u1")])  # 5 bytes: ids below 2**24
+_GAP_AND_ID32 = np.dtype([("gap", "<u2"), ("id", "<u4")])                         # 6 bytes
+_WHOLE = 8                                                                         # little-endian int64
+_ID_MASK = (1 << _CONTENT_ID_BITS) - 1
+
+
+def _packed(entries: np.ndarray, layout: np.dtype | None) -> bytes | None:
+    """The bytes of sorted entries in one layout (None: kept whole), or None when they do not fit it."""
+    if layout is None:
+        return entries.astype("<i8").tobytes()
+    keys = entries >> _CONTENT_ID_BITS
+    ids = entries & _ID_MASK
+    gaps = np.diff(keys, prepend=keys[:1])
+    if len(entries) == 0 or gaps.max() >= 1 << 16 or (layout is _GAP_AND_ID24 and ids.max() >= 1 << 24):
+        return None
+    packed = np.empty(len(entries), layout)
+    if layout is _GAP_AND_ID24:
+        packed["id_low"], packed["id_high"] = ids & 0xFFFF, ids >> 16
+    else:
+        packed["id"] = ids
+    packed["gap"] = gaps
+    return packed.tobytes()
+
+
+_LAYOUTS = (_GAP_AND_ID24, _GAP_AND_ID32, None)  # smallest first
+
+
+def _per_block(layout: np.dtype | None) -> int:
+    """Entries a block of this layout holds: as many as fill the bytes of BLOCK_ENTRIES whole ones."""
+    return BLOCK_ENTRIES * _WHOLE // (_WHOLE if layout is None else layout.itemsize)
+
+
 def _blob(entries: np.ndarray) -> bytes:
-    return entries.astype("<i8").tobytes()
+    """The bytes of one block: its sorted entries in the smallest layout they fit."""
+    for layout in _LAYOUTS:
+        blob = _packed(entries, layout)
+        if blob is not None:
+            return blob
+    raise AssertionError("entries kept whole always fit")
 
 
-def _array(blob: bytes) -> np.ndarray:
-    return np.frombuffer(blob, dtype="<i8")  # read-only, and int64 itself on every little-endian machine
+def _next_block(rest: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The entries the next block of a run takes from these (sorted), as many as fill a block in the smallest
+    layout they fit, and whether they fill it."""
+    for layout in _LAYOUTS:
+        part = rest[: _per_block(layout)]
+        if layout is None or _packed(part, layout) is not None:
+            return part, len(part) == _per_block(layout)
+    raise AssertionError("entries kept whole always fit")
+
+
+def _array(first: int, count: int, blob: bytes) -> np.ndarray:
+    """The entries of one block (first: its smallest entry)."""
+    return _decoded(np.array([first], np.int64), np.array([count], np.int64), [blob])
+
+
+def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes]) -> np.ndarray:
+    """The entries of blocks, joined in the order given; all blocks of one layout are decoded at once."""
+    widths = np.array([len(b) for b in blobs], np.int64) // np.maximum(counts, 1)
+    out = np.empty(int(counts.sum()), np.int64)
+    starts = np.cumsum(counts) - counts
+    for width in np.unique(widths).tolist():
+        picked = np.flatnonzero(widths == width)
+        joined = b"".join([blobs[i] for i in picked.tolist()])
+        if width == _WHOLE:
+            values = np.frombuffer(joined, "<i8")
+        else:
+            packed = np.frombuffer(joined, _GAP_AND_ID24 if width == _GAP_AND_ID24.itemsize else _GAP_AND_ID32)
+            if width == _GAP_AND_ID24.itemsize:
+                ids = packed["id_low"].astype(np.int64) | (packed["id_high"].astype(np.int64) << 16)
+            else:
+                ids = packed["id"].astype(np.int64)
+            # Each block's keys: its first key plus the running sum of the gaps since its start.
+            sums = np.cumsum(packed["gap"], dtype=np.int64)
+            block_starts = np.cumsum(counts[picked]) - counts[picked]
+            base = (firsts[picked] >> _CONTENT_ID_BITS) - sums[block_starts]
+            keys = np.repeat(base, counts[picked]) + sums
+            values = (keys << _CONTENT_ID_BITS) | ids
+        if len(picked) == len(blobs):
+            return values
+        out[ranges(starts[picked], counts[picked])] = values
+    return out
 
 
 class Runs:
@@ -218,25 +299,31 @@ class Runs:
         return _Run(cursor.lastrowid, level, 0, np.empty(0, np.int64), np.empty(0, np.int64),
                     KeyBits(expected, self.key_bits))
 
-    def _write_blocks(self, run: _Run, entries: np.ndarray) -> None:
-        """Append sorted entries, all above those the run holds, as whole blocks (the last may be short)."""
-        if len(entries) == 0:
-            return
-        rows = [
-            (run.id, int(entries[start]), min(BLOCK_ENTRIES, len(entries) - start), _blob(entries[start : start + BLOCK_ENTRIES]))
-            for start in range(0, len(entries), BLOCK_ENTRIES)
-        ]
+    def _write_blocks(self, run: _Run, entries: np.ndarray, final: bool = True) -> np.ndarray:
+        """Append sorted entries, all above those the run holds, as blocks (the last may be short when final);
+        returns those left for a later call (final false: fewer than fill a block)."""
+        parts, start = [], 0
+        while start < len(entries):
+            part, full = _next_block(entries[start:])
+            if not full and not final:
+                break
+            parts.append(part)
+            start += len(part)
+        if not parts:
+            return entries[start:]
         last = self.conn.execute("SELECT coalesce(max(id), 0) FROM run_blocks").fetchone()[0]
-        ids = np.arange(last + 1, last + 1 + len(rows), dtype=np.int64)
+        ids = np.arange(last + 1, last + 1 + len(parts), dtype=np.int64)
         self.conn.executemany(
             "INSERT INTO run_blocks (id, run, first, entries, data) VALUES (?, ?, ?, ?, ?)",
-            [(int(i), *row) for i, row in zip(ids, rows)],
+            [(int(i), run.id, int(part[0]), len(part), _blob(part)) for i, part in zip(ids, parts)],
         )
+        written = entries[:start]
         if run.filter is not None:
-            run.filter.add_sorted(entries)
+            run.filter.add_sorted(written)
         run.block_ids = np.concatenate((run.block_ids, ids))
-        run.firsts = np.concatenate((run.firsts, entries[::BLOCK_ENTRIES]))
-        run.entries += len(entries)
+        run.firsts = np.concatenate((run.firsts, np.array([int(part[0]) for part in parts], np.int64)))
+        run.entries += len(written)
+        return entries[start:]
 
     def _finish_run(self, run: _Run) -> None:
         self.conn.execute(
@@ -271,9 +358,7 @@ class Runs:
             parts = [pending] + [r.take_through(bound) for r in readers]
             merged_part = np.concatenate(parts)
             merged_part.sort(kind="stable")
-            whole = (len(merged_part) // BLOCK_ENTRIES) * BLOCK_ENTRIES
-            self._write_blocks(out, _distinct_sorted(merged_part[:whole]))
-            pending = merged_part[whole:]
+            pending = self._write_blocks(out, _distinct_sorted(merged_part), final=False)
         rest = np.concatenate([pending] + [r.take_through(np.iinfo(np.int64).max) for r in readers])
         rest.sort()
         self._write_blocks(out, _distinct_sorted(rest))
@@ -293,25 +378,28 @@ class Runs:
 
     def _read_joined(self, block_ids: np.ndarray) -> np.ndarray:
         """The entries of blocks of one run, joined in key order (a run's blocks are numbered in key order: each
-        is written after those below it, and a rewritten block keeps its number). One statement for them all, the
-        rows' bytes joined before numpy sees them: a probe of a large run reads thousands of blocks."""
+        is written after those below it, and a rewritten block keeps its number). One statement for them all: a
+        probe of a large run reads thousands of blocks."""
         if len(block_ids) == 0:
             return np.empty(0, np.int64)
         rows = self.conn.execute(
-            "SELECT b.data FROM json_each(?) j JOIN run_blocks b ON b.id = j.value ORDER BY b.id",
+            "SELECT b.first, b.entries, b.data FROM json_each(?) j JOIN run_blocks b ON b.id = j.value ORDER BY b.id",
             (str(block_ids.tolist()),),
         ).fetchall()
-        return np.frombuffer(b"".join([r[0] for r in rows]), dtype="<i8")
+        firsts = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        counts = np.fromiter((r[1] for r in rows), np.int64, len(rows))
+        return _decoded(firsts, counts, [r[2] for r in rows])
 
     def _read(self, block_ids: np.ndarray) -> list[np.ndarray]:
         """The entries of blocks, in the order asked."""
         wanted = block_ids.tolist()
-        found: dict[int, bytes] = {}
+        found: dict[int, np.ndarray] = {}
         for chunk in _chunks(wanted):
-            found.update(self.conn.execute(
-                f"SELECT id, data FROM run_blocks WHERE id IN ({','.join('?' * len(chunk))})", chunk
-            ).fetchall())
-        return [_array(found[i]) for i in wanted]
+            for block_id, first, count, data in self.conn.execute(
+                f"SELECT id, first, entries, data FROM run_blocks WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall():
+                found[block_id] = _array(first, count, data)
+        return [found[i] for i in wanted]
 
     def _holds(self, runs: dict[int, _Run], entries: np.ndarray) -> np.ndarray:
         """Which of these sorted distinct entries some run holds."""
@@ -401,7 +489,10 @@ class Runs:
                 continue
             total, previous = 0, None
             for position, (block_id, first, entries, data) in enumerate(rows):
-                values = _array(data)
+                if entries <= 0 or len(data) not in (e * entries for e in (_GAP_AND_ID24.itemsize, _GAP_AND_ID32.itemsize, _WHOLE)):
+                    out.append(f"run {run.id}: block {block_id} holds {len(data)} bytes for {entries} entries")
+                    continue
+                values = _array(first, entries, data)
                 if len(values) != entries or len(values) == 0 or (np.diff(values) <= 0).any():
                     out.append(f"run {run.id}: block {block_id} is not a sorted block of {entries} entries")
                 elif values[0] != first or first != run.firsts[position]:

@@ -185,3 +185,31 @@ def test_queries_warm_a_run_up_after_a_few_lookups(store, small_runs):
         assert run.filter is not None and run.data is not None
     finally:
         other.close()
+
+
+def test_blocks_are_packed_as_their_entries_allow_and_read_back_whole(store, small_runs):
+    """Dense keys with small content ids take 5 bytes an entry, with large ids 6, sparse keys 8; one run may hold
+    blocks of every layout, and reading any mix of them gives the entries back in order."""
+    rng = np.random.default_rng(2)
+    shift = runs_module._CONTENT_ID_BITS
+    dense_small = (np.arange(0, 70, dtype=np.int64) << shift) | rng.integers(0, 1 << 24, 70)
+    dense_large = ((np.arange(100, 170, dtype=np.int64) * 3) << shift) | rng.integers(1 << 24, 1 << 30, 70)
+    sparse = (np.arange(1, 71, dtype=np.int64) << (shift + 20)) | rng.integers(0, 1 << 30, 70)
+    everything = np.unique(np.concatenate((dense_small, dense_large, sparse)))
+    runs = store._index
+    with store.transaction():
+        runs.insert(everything)
+    widths = {length // count for length, count in store.conn.execute("SELECT length(data), entries FROM run_blocks")}
+    assert widths == {5, 6, 8}
+    assert np.array_equal(np.sort(np.concatenate(list(runs.chunks()))), everything)
+    lows = everything[::9]
+    assert runs.lookup(lows, lows + (1 << shift) - 1).tolist() == [
+        v for v in everything.tolist() if any(lo <= v < lo + (1 << shift) for lo in lows.tolist())
+    ]
+    assert runs.faults() == []
+    with store.transaction():
+        runs.delete(everything[::4])
+    assert np.array_equal(np.sort(np.concatenate(list(runs.chunks()))), np.setdiff1d(everything, everything[::4]))
+    assert runs.faults() == []
+    store.conn.execute("UPDATE run_blocks SET data = substr(data, 1, length(data) - 1) WHERE id = (SELECT min(id) FROM run_blocks)")
+    assert any("bytes for" in fault for fault in runs.faults())
