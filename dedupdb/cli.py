@@ -10,7 +10,7 @@ import sqlite3
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -20,11 +20,13 @@ except ImportError:  # older typer, on click itself
     from click import get_current_context
 
 from . import __version__, render
-from .config import DB_ENV_VAR, MAX_FILE_BYTES, PRESET_BANDING, PRESET_SUPER_SHINGLES, Settings
-from .database import QUERY_CONTAINMENT, Database
+from .config import DB_ENV_VAR, MAX_FILE_BYTES, PRESET_BANDING, PRESET_SUPER_SHINGLES, QUERY_CONTAINMENT, Settings
 from .errors import DedupError, InputError
 from .records import MAX_RECORD_BYTES, RecordOptions
 from .sources import parse_size, size_text
+
+if TYPE_CHECKING:  # the database module brings numpy and the whole index: help and usage errors need neither
+    from .database import Database
 
 app = typer.Typer(
     name="dedupdb",
@@ -170,6 +172,8 @@ def _warn_unfingerprinted(database: Database, containment: float | None) -> None
 
 
 def _open(db: Optional[Path], create: bool = False, **settings) -> Database:
+    from .database import Database
+
     return Database.open(_db_given(db), create=create, **settings)
 
 
@@ -371,11 +375,11 @@ def query(
 ) -> None:
     """Find stored documents that are near-duplicates of a text, or that contain it; exact copies first, then by
     the share of the text each holds."""
-    from .sources import decode_file
-
     if file is not None and text is not None:
         raise DedupError("give either TEXT or --file, not both")
     if file is not None:
+        from .sources import decode_file
+
         content = decode_file(file)
     elif text == "-":
         from .sources import decode
@@ -385,10 +389,18 @@ def query(
         content = text
     else:
         raise DedupError("give a TEXT to look for, '-' for standard input, or --file PATH")
+    empty = "the database is empty; add documents with 'dedupdb add PATH' first"
     with _open(db) as database:
-        if database.is_empty():
-            raise DedupError("the database is empty; add documents with 'dedupdb add PATH' first")
-        hits = database.query(content, threshold=threshold, top=top, containment=containment or None)
+        # Asked only when nothing is found (or the text is refused): counting a large store's texts costs a cold
+        # query more than its search, and an empty store finds nothing. Its message still comes first.
+        try:
+            hits = database.query(content, threshold=threshold, top=top, containment=containment or None)
+        except DedupError:
+            if database.is_empty():
+                raise DedupError(empty) from None
+            raise
+        if not hits and database.is_empty():
+            raise DedupError(empty)
         _warn_unfingerprinted(database, containment)
     if fmt is ListFormat.json:
         render.write_json(render.query_json(hits))
@@ -741,6 +753,7 @@ def filter_(
     db: Optional[Path] = typer.Option(None, "--db", help="Also drop records already in this database."),
 ) -> None:
     """Copy records from stdin to stdout, leaving out those seen before. Needs no database."""
+    from .database import Database
     from .streamfilter import FilterOptions, run_filter
 
     options = FilterOptions(

@@ -6,8 +6,6 @@ import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-import platformdirs
-
 from .errors import SettingsError
 
 APP_NAME = "dedupdb"
@@ -29,17 +27,24 @@ PRESET_SUPER_SHINGLES = "super-shingles"
 PRESETS = (PRESET_BANDING, PRESET_SUPER_SHINGLES)
 SUPER_SHINGLE_VALUES = 84
 
+# Least share of a query's shingles a document must hold to be listed for it (besides its near-duplicates).
+QUERY_CONTAINMENT = 0.5
+
 
 def default_db_path() -> Path:
     """The database used when neither --db nor DEDUPDB_DB says otherwise."""
     env = os.environ.get(DB_ENV_VAR)
     if env:
         return Path(env).expanduser()
+    import platformdirs  # here, not at the top: a command given --db never needs it
+
     return Path(platformdirs.user_data_dir(APP_NAME)) / DEFAULT_DB_NAME
 
 
 def cache_dir() -> Path:
     """Where jieba keeps its dictionary cache (never the working directory)."""
+    import platformdirs
+
     return Path(platformdirs.user_cache_dir(APP_NAME))
 
 

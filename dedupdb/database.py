@@ -9,9 +9,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from .config import ALGORITHM_VERSION, PRESET_BANDING, PRESET_SUPER_SHINGLES, SUPER_SHINGLE_VALUES, Settings, default_db_path
+from .config import (  # QUERY_CONTAINMENT lives there: the command line reads it without loading this module
+    ALGORITHM_VERSION, PRESET_BANDING, PRESET_SUPER_SHINGLES, QUERY_CONTAINMENT, SUPER_SHINGLE_VALUES, Settings,
+    default_db_path,
+)
 from .errors import InputError, SettingsError
-from .fileops import file_identity
 from .fingerprint import Fingerprinter
 from .grouping import DEFAULT_KEEP, keep_order, neighbours, stars
 from .index import Indexer
@@ -22,13 +24,13 @@ from .containment import Side, containment as contained_share, pair_scores
 from .fingerprint import query_runs
 from .minhash import sketch_jaccard
 from .normalize import normalize
-from .summary import STDIN_NAME, AddSummary, Progress
 from .store import DocumentRow, Store
 from .weights import CorpusIdf
 
 if TYPE_CHECKING:  # the ingest and export machinery loads when first used: a query never needs it
     from .export import ExportedRecord
     from .records import RecordOptions
+    from .summary import AddSummary, Progress
 
 _IDF_BLOB = "corpus_idf"
 _REINDEX_PENDING = "reindex.pending"  # set while reindex --from-sources rebuilds the store
@@ -103,8 +105,6 @@ class Pair:
 
 
 PAIRS_BY = ("document", "content")
-# Least share of a query's shingles a document must hold to be listed for it (besides its near-duplicates).
-QUERY_CONTAINMENT = 0.5
 
 
 @lru_cache(maxsize=16)
@@ -274,6 +274,8 @@ class Database:
 
         Safe to interrupt: the store says a rebuild is pending until one finishes, and running it again
         starts it over."""
+        from .summary import STDIN_NAME, AddSummary
+
         rows = [r for r in self.store.all_files() if r.path != STDIN_NAME]
         present = [r.path for r in rows if Path(r.path).is_file()]
         gone = sorted({r.path for r in rows} - set(present)) + ([STDIN_NAME] if self.store.file_by_path(STDIN_NAME) else [])
@@ -604,6 +606,8 @@ def _check_compatible(stored: Settings, requested: dict) -> None:
 def _with_links(members: list[Member]) -> list[Member]:
     """Mark each file that is a hard link of an earlier member's file (one inode, two names): it holds no
     space of its own. Looked up on disk now, so links made since the add count too."""
+    from .fileops import file_identity
+
     seen: dict[tuple[int, int], str] = {}
     out = []
     for m in members:

@@ -10,19 +10,17 @@ from contextlib import contextmanager
 from dataclasses import asdict, fields
 from datetime import datetime
 from os.path import commonprefix
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from rich.cells import cell_len, get_character_cell_size
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
-from rich.progress import (
-    BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
-from .database import Cluster, Pair, QueryHit
-from .summary import AddSummary
+if TYPE_CHECKING:  # the database module brings numpy and the index: a command that fails early needs neither
+    from .database import Cluster, Pair, QueryHit
+    from .summary import AddSummary
 
 # Piped or redirected output is read by programs, and by people in editors and pagers that wrap for themselves:
 # as wide as any line, so that no path is ever wrapped or cut (rich would hard-wrap at 80 columns).
@@ -123,6 +121,29 @@ def write_json(data, out: TextIO | None = None) -> None:
     out.write("\n")
 
 
+_PROGRESS_NAMES = (
+    "BarColumn", "DownloadColumn", "MofNCompleteColumn", "Progress", "TextColumn", "TimeRemainingColumn",
+    "TransferSpeedColumn",
+)
+
+
+def _progress_names() -> dict:
+    """This module's globals, with rich.progress's names in them: loaded for the first bar drawn, as piped
+    output draws none (one set before, as a test's stand-in, stays)."""
+    if any(name not in globals() for name in _PROGRESS_NAMES):
+        import rich.progress
+
+        for name in _PROGRESS_NAMES:
+            globals().setdefault(name, getattr(rich.progress, name))
+    return globals()
+
+
+def __getattr__(name: str):
+    if name in _PROGRESS_NAMES:
+        return _progress_names()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 @contextmanager
 def progress_bar(description: str, in_bytes: bool = False):
     """A callback (done, total) that draws a bar on a terminal and does nothing when output is piped; in_bytes
@@ -130,9 +151,10 @@ def progress_bar(description: str, in_bytes: bool = False):
     if not err_console.is_terminal:
         yield None
         return
-    amounts = (DownloadColumn(), TransferSpeedColumn()) if in_bytes else (MofNCompleteColumn(),)
-    columns = (TextColumn("{task.description}"), BarColumn(), *amounts, TimeRemainingColumn())
-    with Progress(*columns, console=err_console, transient=True) as bar:
+    bars = _progress_names()
+    amounts = (bars["DownloadColumn"](), bars["TransferSpeedColumn"]()) if in_bytes else (bars["MofNCompleteColumn"](),)
+    columns = (bars["TextColumn"]("{task.description}"), bars["BarColumn"](), *amounts, bars["TimeRemainingColumn"]())
+    with bars["Progress"](*columns, console=err_console, transient=True) as bar:
         task = bar.add_task(description, total=None)
 
         def update(done: int, total: int) -> None:

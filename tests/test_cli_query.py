@@ -76,10 +76,52 @@ def test_query_bad_input(cli, indexed, args, message):
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
 
 
-def test_query_empty_store(cli, tmp_path):
+@pytest.mark.parametrize("text", ["anything at all", "!!! ???"])
+def test_query_empty_store(cli, tmp_path, text):
     assert cli("init").exit_code == 0
-    result = cli("query", "anything at all")
-    assert result.exit_code == 1 and "empty" in result.output
+    result = cli("query", text)
+    assert result.exit_code == 1 and "the database is empty" in result.output
+
+
+_LOADED = """
+import json, sys
+listing = sys.argv.pop(1)
+from dedupdb.cli import main
+try:
+    main()
+except SystemExit as exc:
+    if exc.code:
+        raise
+with open(listing, "w") as out:
+    json.dump(sorted(sys.modules), out)
+"""
+
+
+def _modules_loaded(tmp_path, *args: str) -> set[str]:
+    """The modules a dedupdb command run in a new process has imported by its end."""
+    import subprocess
+    import sys
+
+    listing = tmp_path / "modules.json"
+    result = subprocess.run([sys.executable, "-c", _LOADED, str(listing), *args], capture_output=True, text=True,
+                            timeout=120, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(listing.read_text()))
+
+
+def test_a_cold_query_loads_only_what_it_needs(db_path, mixed_folder, tmp_path):
+    """A query in a new process is mostly imports: an English one loads no jieba (its dictionary costs about a
+    second), no pydantic (typer from 0.29 validates every option with it), no progress bars and none of the
+    ingest machinery; help loads neither numpy nor the database module."""
+    with dedupdb.open(db_path) as db:
+        db.add([mixed_folder])
+    loaded = _modules_loaded(tmp_path, "query", ENGLISH_EDITED, "--db", str(db_path))
+    assert "dedupdb.database" in loaded and "rich.table" in loaded  # it did answer, in a table
+    unwanted = {"jieba", "pydantic", "rich.progress", "platformdirs", "numba", "dedupdb.pipeline", "dedupdb.parallel",
+                "dedupdb.fastsketch", "sqlite_utils", "charset_normalizer"}
+    assert sorted(unwanted & loaded) == []
+    loaded = _modules_loaded(tmp_path, "--help")
+    assert sorted({"numpy", "dedupdb.database", "pydantic"} & loaded) == []
 
 
 def test_pairs_jsonl_and_csv(cli, indexed):
