@@ -20,10 +20,11 @@ except ImportError:  # older typer, on click itself
     from click import get_current_context
 
 from . import __version__, render
-from .config import DB_ENV_VAR, MAX_FILE_BYTES, PRESET_BANDING, PRESET_SUPER_SHINGLES, QUERY_CONTAINMENT, Settings
+from .config import (
+    DB_ENV_VAR, MAX_FILE_BYTES, MAX_RECORD_BYTES, PRESET_BANDING, PRESET_SUPER_SHINGLES, QUERY_CONTAINMENT, Settings,
+    parse_size, size_text,
+)
 from .errors import DedupError, InputError
-from .records import MAX_RECORD_BYTES, RecordOptions
-from .sources import parse_size, size_text
 
 if TYPE_CHECKING:  # the database module brings numpy and the whole index: help and usage errors need neither
     from .database import Database
@@ -284,6 +285,8 @@ def add(
     options = None
     if lines or records or text_field or id_field:
         chosen = "lines" if lines else (records.value if records else "auto")
+        from .records import RecordOptions
+
         options = RecordOptions(chosen, text_field, id_field)
     with _open(db, create=True, threshold=threshold) as database:
         with render.progress_bar("Indexing", in_bytes=True) as progress:
@@ -754,6 +757,7 @@ def filter_(
 ) -> None:
     """Copy records from stdin to stdout, leaving out those seen before. Needs no database."""
     from .database import Database
+    from .records import RecordOptions
     from .streamfilter import FilterOptions, run_filter
 
     options = FilterOptions(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from .errors import SettingsError
+from .errors import InputError, SettingsError
 
 APP_NAME = "dedupdb"
 DB_ENV_VAR = "DEDUPDB_DB"
@@ -105,4 +106,34 @@ INGEST_BATCH = 4000
 COMMIT_SECONDS = 3.0
 # Files larger than this are not read whole into memory as one document.
 MAX_FILE_BYTES = 64 * 1024 * 1024
+# A longer record is reported as a bad record, never held in memory ('add --max-record-size' sets another).
+MAX_RECORD_BYTES = 16 * 1024 * 1024
 SNIPPET_CHARS = 160
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(?:i?b)?\s*", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: str | int, name: str = "size") -> int:
+    """Bytes from a count ('1500') or a number with a binary suffix ('200K', '64M', '1.5G', '64MiB')."""
+    if isinstance(value, bool):
+        raise InputError(f"{name}: {value!r} is not a size")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE.fullmatch(str(value))
+        if not match:
+            raise InputError(f"{name}: {value!r} is not a size; give bytes or a number with K, M or G (200K, 64M, 1G)")
+        size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    if size < 1:
+        raise InputError(f"{name}: the size must be at least 1 byte, got {value!r}")
+    return size
+
+
+def size_text(size: int) -> str:
+    """A limit as people write it: '64 MiB', '200 KiB', '1000 bytes'."""
+    for unit, name in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit} {name}"
+    return f"{size} bytes"

@@ -28,6 +28,7 @@ from .store import DocumentRow, Store
 from .weights import CorpusIdf
 
 if TYPE_CHECKING:  # the ingest and export machinery loads when first used: a query never needs it
+    from .check import CheckReport
     from .export import ExportedRecord
     from .records import RecordOptions
     from .summary import AddSummary, Progress

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import InputError
-from .sources import decode, size_text
+from .config import MAX_RECORD_BYTES, size_text
+from .sources import decode
 
 FORMATS = ("jsonl", "csv", "lines")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv"}
@@ -28,8 +29,6 @@ _SAMPLE_BYTES = 64 * 1024
 # Compressed record files are read through these (streamed, never decompressed whole); the record format is
 # that of the suffix before the compression suffix ('a.jsonl.gz' is JSON Lines).
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstd"}
-# A longer record is reported as a bad record, never held in memory ('add --max-record-size' sets another).
-MAX_RECORD_BYTES = 16 * 1024 * 1024
 # The lines of a CSV record are bounded together as they are read (whatever limit an add sets), so the csv
 # module's own per-field limit must not cut in first.
 csv.field_size_limit(2**31 - 1)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import fnmatch
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,8 +12,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 
-from .config import MAX_FILE_BYTES
-from .errors import InputError, ReadError
+from .config import MAX_FILE_BYTES, parse_size, size_text  # noqa: F401 (parse_size: the ingest takes it from here)
+from .errors import ReadError
 
 TEXT_SUFFIXES = frozenset(
     ".txt .md .markdown .rst .org .tex .html .htm .xml .json .jsonl .csv .tsv .log .eml".split()
@@ -207,34 +206,6 @@ def _consider(path: Path, rules: WalkRules, exclude: tuple[str, ...], explicit: 
             yield Skipped(path, why)
             return
     yield Candidate(path, st.st_size, st.st_mtime_ns)
-
-
-_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(?:i?b)?\s*", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(value: str | int, name: str = "size") -> int:
-    """Bytes from a count ('1500') or a number with a binary suffix ('200K', '64M', '1.5G', '64MiB')."""
-    if isinstance(value, bool):
-        raise InputError(f"{name}: {value!r} is not a size")
-    if isinstance(value, int):
-        size = value
-    else:
-        match = _SIZE.fullmatch(str(value))
-        if not match:
-            raise InputError(f"{name}: {value!r} is not a size; give bytes or a number with K, M or G (200K, 64M, 1G)")
-        size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
-    if size < 1:
-        raise InputError(f"{name}: the size must be at least 1 byte, got {value!r}")
-    return size
-
-
-def size_text(size: int) -> str:
-    """A limit as people write it: '64 MiB', '200 KiB', '1000 bytes'."""
-    for unit, name in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if size >= unit and size % unit == 0:
-            return f"{size // unit} {name}"
-    return f"{size} bytes"
 
 
 def read_bytes(path: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:

@@ -23,7 +23,7 @@ import numpy as np
 import xxhash
 
 from .config import cache_dir
-from .hashing import distinct, distinct_counts, fmix64, ranges
+from .hashing import distinct, fmix64, ranges
 
 _CJK = (
     "\u3040-\u30ff"  # Hiragana, Katakana
@@ -149,7 +149,7 @@ class Tokenizer:
         counts = np.diff(batch.bounds)
         sizes = np.array([self.cjk_ngram if batch.is_cjk(i) else self.word_ngram for i in range(texts)], np.int64)
         values, owners = [], []
-        for n in np.unique(sizes).tolist():
+        for n in sorted(set(sizes.tolist())):  # not np.unique, which loads numpy.ma: a cold query feels it
             # Texts of at least n tokens: one shingle per start position whose n tokens lie in the text.
             full = np.flatnonzero((sizes == n) & (counts >= n))
             if len(full):
