@@ -163,31 +163,54 @@ def _array(first: int, count: int, blob: bytes) -> np.ndarray:
     return _decoded(np.array([first], np.int64), np.array([count], np.int64), [blob])
 
 
-def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes]) -> np.ndarray:
-    """The entries of blocks, joined in the order given; all blocks of one layout are decoded at once."""
+def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
+             lows: np.ndarray | None = None, highs: np.ndarray | None = None) -> np.ndarray:
+    """The entries of blocks, joined in the order given; with lows and highs, only those within one of the ranges
+    [lows[i], highs[i]] (lows sorted, ranges disjoint), sorted. All blocks of one layout are decoded at once, and
+    of packed ones only the keys before the ranges are known (a probe wants a few entries of each block)."""
     widths = np.array([len(b) for b in blobs], np.int64) // np.maximum(counts, 1)
-    out = np.empty(int(counts.sum()), np.int64)
+    ranged = lows is not None
+    out = np.empty(0 if ranged else int(counts.sum()), np.int64)
     starts = np.cumsum(counts) - counts
+    parts = []
     for width in np.unique(widths).tolist():
         picked = np.flatnonzero(widths == width)
         joined = b"".join([blobs[i] for i in picked.tolist()])
         if width == _WHOLE:
             values = np.frombuffer(joined, "<i8")
+            if ranged:
+                values = _in_ranges(values, lows, highs)
         else:
             packed = np.frombuffer(joined, _GAP_AND_ID24 if width == _GAP_AND_ID24.itemsize else _GAP_AND_ID32)
-            if width == _GAP_AND_ID24.itemsize:
-                ids = packed["id_low"].astype(np.int64) | (packed["id_high"].astype(np.int64) << 16)
-            else:
-                ids = packed["id"].astype(np.int64)
             # Each block's keys: its first key plus the running sum of the gaps since its start.
             sums = np.cumsum(packed["gap"], dtype=np.int64)
             block_starts = np.cumsum(counts[picked]) - counts[picked]
             base = (firsts[picked] >> _CONTENT_ID_BITS) - sums[block_starts]
             keys = np.repeat(base, counts[picked]) + sums
+            at = slice(None)
+            if ranged:  # the entries under the ranges' keys, then the ranges themselves
+                begin = np.searchsorted(keys, lows >> _CONTENT_ID_BITS, "left")
+                end = np.searchsorted(keys, highs >> _CONTENT_ID_BITS, "right")
+                at = distinct(ranges(begin, np.maximum(end - begin, 0)))
+                packed, keys = packed[at], keys[at]
+            if width == _GAP_AND_ID24.itemsize:
+                ids = packed["id_low"].astype(np.int64) | (packed["id_high"].astype(np.int64) << 16)
+            else:
+                ids = packed["id"].astype(np.int64)
             values = (keys << _CONTENT_ID_BITS) | ids
+            if ranged:
+                values = _in_ranges(values, lows, highs)
+        if ranged:
+            parts.append(values)
+            continue
         if len(picked) == len(blobs):
             return values
         out[ranges(starts[picked], counts[picked])] = values
+    if ranged:
+        if len(parts) == 1:
+            return parts[0]
+        out = np.concatenate(parts) if parts else out
+        out.sort()
     return out
 
 
@@ -376,10 +399,12 @@ class Runs:
 
     # --- reading ----------------------------------------------------------------------------------
 
-    def _read_joined(self, block_ids: np.ndarray) -> np.ndarray:
+    def _read_joined(self, block_ids: np.ndarray, lows: np.ndarray | None = None,
+                     highs: np.ndarray | None = None) -> np.ndarray:
         """The entries of blocks of one run, joined in key order (a run's blocks are numbered in key order: each
-        is written after those below it, and a rewritten block keeps its number). One statement for them all: a
-        probe of a large run reads thousands of blocks."""
+        is written after those below it, and a rewritten block keeps its number); with lows and highs, only those
+        within the ranges (see _decoded). One statement for them all: a probe of a large run reads thousands
+        of blocks."""
         if len(block_ids) == 0:
             return np.empty(0, np.int64)
         rows = self.conn.execute(
@@ -388,7 +413,7 @@ class Runs:
         ).fetchall()
         firsts = np.fromiter((r[0] for r in rows), np.int64, len(rows))
         counts = np.fromiter((r[1] for r in rows), np.int64, len(rows))
-        return _decoded(firsts, counts, [r[2] for r in rows])
+        return _decoded(firsts, counts, [r[2] for r in rows], lows, highs)
 
     def _read(self, block_ids: np.ndarray) -> list[np.ndarray]:
         """The entries of blocks, in the order asked."""
@@ -418,7 +443,7 @@ class Runs:
             return _in_ranges(run.data, lows, highs)
         blocks = _covering_blocks(run, lows, highs)
         if len(blocks) <= _READ_AT_ONCE:
-            return _in_ranges(self._read_joined(run.block_ids[blocks]), lows, highs)
+            return self._read_joined(run.block_ids[blocks], lows, highs)
         # A batch of many keys may need most blocks of a large run: read them a bounded stretch at a time, each
         # stretch asked only for the ranges that reach into it.
         parts = []
@@ -429,7 +454,7 @@ class Runs:
             high = run.firsts[after] if after < len(run.firsts) else np.iinfo(np.int64).max
             reach = (highs >= low) & (lows < high)
             if reach.any():
-                parts.append(_in_ranges(self._read_joined(run.block_ids[stretch]), lows[reach], highs[reach]))
+                parts.append(self._read_joined(run.block_ids[stretch], lows[reach], highs[reach]))
         return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
     def lookup(self, lows: np.ndarray, highs: np.ndarray, filtered: bool = False) -> np.ndarray:
