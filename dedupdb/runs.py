@@ -173,7 +173,7 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
     out = np.empty(0 if ranged else int(counts.sum()), np.int64)
     starts = np.cumsum(counts) - counts
     parts = []
-    for width in np.unique(widths).tolist():
+    for width in sorted(set(widths.tolist())):  # not np.unique, which loads numpy.ma: a cold query feels it
         picked = np.flatnonzero(widths == width)
         joined = b"".join([blobs[i] for i in picked.tolist()])
         if width == _WHOLE:
