@@ -17,9 +17,9 @@ from typing import BinaryIO
 
 import xxhash
 
-from .config import COMMIT_SECONDS, INGEST_BATCH, MAX_FILE_BYTES, SNIPPET_CHARS, Settings
+from .config import COMMIT_SECONDS, INGEST_BATCH, MAX_FILE_BYTES, SNIPPET_CHARS, Settings, parse_size
 from .errors import DatabaseError, DedupError, InputError, ReadError
-from .fingerprint import Sketch, sketch_texts
+from .fingerprint import Sketch, load_compiled, sketch_texts
 from .hashing import bytes_hash, content_hash
 from .index import Indexer, NewDocument
 from .parallel import PendingWork, Work, WorkPool, default_workers
@@ -33,7 +33,7 @@ from .records import (
     read_records,
     sniff_encoding,
 )
-from .sources import Candidate, Skipped, WalkRules, file_decoded, parse_size, read_bytes, readable_name, walk
+from .sources import Candidate, Skipped, WalkRules, file_decoded, read_bytes, readable_name, walk
 from .store import FileRow, Store
 from .summary import STDIN_NAME, AddSummary, Progress
 
@@ -145,7 +145,7 @@ class Ingest:
         order: batch N is read and sketched while batch N - 1 is written."""
         self._batches += 1
         if self._pool is None and self._workers > 0 and self._batches >= 2:
-            self._pool = WorkPool(self.indexer.settings, self._workers)
+            self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled)
         pending = self._pool.submit(work, items) if self._pool else None
         self._drain()
         if pending is None:
@@ -204,7 +204,7 @@ class Ingest:
         if self._workers > 0 and self._bytes_total >= POOL_AT_ONCE_BYTES:
             # Plainly a large add: the workers start before this process sketches anything, so they are forked
             # small (a process that has sketched Chinese holds jieba's dictionary, and every fork a copy).
-            self._pool = WorkPool(self.indexer.settings, self._workers)
+            self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled)
         with self.store.grouped_commits(COMMIT_SECONDS):
             try:
                 if any(str(p) == STDIN for p in paths):

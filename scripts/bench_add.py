@@ -167,9 +167,10 @@ def bench_dedupdb_records(texts: list[str], workdir: Path) -> dict:
             "bytes": corpus.stat().st_size}
 
 
-def _tree_memory(root_pid: int) -> tuple[int, int]:
+def _tree_memory(root_pid: int, each: dict[int, list[int]] | None = None) -> tuple[int, int]:
     """(sum of RSS, sum of PSS) in bytes of a process and all its descendants, from /proc (Linux). PSS shares
-    each page among the processes mapping it, so forked workers are not counted twice for what they share."""
+    each page among the processes mapping it, so forked workers are not counted twice for what they share.
+    each, when given, keeps the peak [RSS, PSS] of every process by pid."""
     import os
 
     children: dict[int, list[int]] = {}
@@ -186,15 +187,20 @@ def _tree_memory(root_pid: int) -> tuple[int, int]:
     while todo:
         pid = todo.pop()
         todo += children.get(pid, [])
+        one = [0, 0]
         try:
             with open(f"/proc/{pid}/smaps_rollup") as fh:
                 for line in fh:
                     if line.startswith("Rss:"):
-                        rss += int(line.split()[1]) * 1024
+                        one[0] = int(line.split()[1]) * 1024
                     elif line.startswith("Pss:"):
-                        pss += int(line.split()[1]) * 1024
+                        one[1] = int(line.split()[1]) * 1024
         except OSError:
             continue
+        rss, pss = rss + one[0], pss + one[1]
+        if each is not None:
+            peak = each.setdefault(pid, [0, 0])
+            peak[0], peak[1] = max(peak[0], one[0]), max(peak[1], one[1])
     return rss, pss
 
 
@@ -212,11 +218,12 @@ def bench_cli_memory(corpus: Path, workdir: Path) -> dict:
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = [0, 0]
+    each: dict[int, list[int]] = {}
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(0.05):
-            rss, pss = _tree_memory(process.pid)
+            rss, pss = _tree_memory(process.pid, each)
             peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -227,7 +234,9 @@ def bench_cli_memory(corpus: Path, workdir: Path) -> dict:
     sampler.join()
     if process.returncode != 0:
         sys.exit(f"dedupdb add failed: {err.decode(errors='replace')}")
-    return {"seconds": seconds, "peak_rss": peak[0], "peak_pss": peak[1], "db_bytes": db_bytes(db_path)}
+    processes = [("main" if pid == process.pid else "worker", rss, pss) for pid, (rss, pss) in each.items()]
+    return {"seconds": seconds, "peak_rss": peak[0], "peak_pss": peak[1], "db_bytes": db_bytes(db_path),
+            "processes": processes}
 
 
 def word_bigrams(text: str) -> list[str]:
@@ -352,6 +361,8 @@ def main() -> None:
               f"included); peak memory of the process and its workers: RSS {m['peak_rss'] / 2**20:,.0f} MiB summed, "
               f"PSS {m['peak_pss'] / 2**20:,.0f} MiB (shared pages counted once); "
               f"database {m['db_bytes'] / max(1, r['docs']):,.0f} bytes/document")
+        print("  peak of each process: " + "; ".join(f"{role} RSS {rss / 2**20:,.0f} MiB, PSS {pss / 2**20:,.0f} MiB"
+                                                     for role, rss, pss in m["processes"]))
     if not args.skip_peers:
         own = dedupdb.Settings().num_perm
         from dedupdb.lsh import optimal_banding

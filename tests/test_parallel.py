@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import dedupdb
 import dedupdb.pipeline as pipeline
 from dedupdb.config import Settings
@@ -61,9 +63,44 @@ def test_a_large_add_starts_its_workers_before_sketching_anything(tmp_path):
         "import sys, dedupdb; from dedupdb import pipeline; from dedupdb.records import RecordOptions; "
         f"pipeline.POOL_AT_ONCE_BYTES = int(sys.argv[1]); db = dedupdb.open(sys.argv[2]); "
         f"s = db.add([{str(path)!r}], records=RecordOptions('jsonl', id_field='id'), workers=1); "
-        "print(s.records, 'jieba' in sys.modules)"
+        "print(s.records, 'jieba' in sys.modules, 'numba' in sys.modules)"
     )
     large = subprocess.run([sys.executable, "-c", code, "1000", str(tmp_path / "a.db")], capture_output=True, text=True)
     small = subprocess.run([sys.executable, "-c", code, str(1 << 40), str(tmp_path / "b.db")], capture_output=True, text=True)
-    assert large.stdout.split() == [str(len(lines)), "False"], large.stderr
-    assert small.stdout.split() == [str(len(lines)), "True"], small.stderr
+    assert large.stdout.split() == [str(len(lines)), "False", "False"], large.stderr  # nor numba: ~100 MB
+    assert small.stdout.split()[:2] == [str(len(lines)), "True"], small.stderr
+
+
+def test_workers_load_the_compiled_sketching_as_they_start():
+    """A worker started with load_compiled has the compiled path before its first batch (so never spends numpy's
+    memory and time on it), which gives what numpy's path gives; the parent does not load it. A fresh
+    interpreter, so nothing is inherited loaded."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba")
+    code = (
+        "import sys\n"
+        "from dedupdb.config import Settings\n"
+        "from dedupdb.fingerprint import Sketcher, load_compiled, sketch_texts\n"
+        "from dedupdb.parallel import WorkPool\n"
+        "def loaded(settings, items):\n"
+        "    return ['dedupdb.fastsketch' in sys.modules] * len(items)\n"
+        "texts = [f'{sys.argv[1]} {i}' for i in range(100)] + [f'{sys.argv[2]}{i}' for i in range(100)]\n"
+        "pool = WorkPool(Settings(), 1, load_compiled)\n"
+        "first = pool.submit(loaded, list(range(64))).result()\n"
+        "remote = pool.submit(sketch_texts, texts).result()\n"
+        "pool.close()\n"
+        "numpy_path = Sketcher(Settings())\n"
+        "numpy_path.FAST_BATCH = 1 << 62\n"
+        "local = numpy_path.sketch(texts)\n"
+        "same = all(a.content_hash == b.content_hash and a.simhash == b.simhash and a.shingles == b.shingles\n"
+        "           and a.tokens == b.tokens and (a.minhash == b.minhash).all() and (a.sketch == b.sketch).all()\n"
+        "           and (a.fingerprints == b.fingerprints).all()\n"
+        "           and (a.words is None) == (b.words is None)\n"
+        "           and (a.words is None or all((x == y).all() for x, y in zip(a.words, b.words)))\n"
+        "           for a, b in zip(remote, local))\n"
+        "print(all(first), 'dedupdb.fastsketch' in sys.modules, same)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, ENGLISH, CHINESE], capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["True", "False", "True"], done.stderr
