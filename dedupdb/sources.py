@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 
-from .config import MAX_FILE_BYTES, parse_size, size_text  # noqa: F401 (parse_size: the ingest takes it from here)
+from .config import MAX_FILE_BYTES, size_text
 from .errors import ReadError
 
 TEXT_SUFFIXES = frozenset(

@@ -17,7 +17,8 @@ import dedupdb
 import dedupdb.pipeline as pipeline
 from dedupdb.errors import InputError, ReadError
 from dedupdb.records import BadRecord, EndOfRecords, Record, RecordOptions, read_records
-from dedupdb.sources import decode_bytes, few_replacements, parse_size
+from dedupdb.config import parse_size
+from dedupdb.sources import decode_bytes, few_replacements
 
 from .conftest import CHINESE, CHINESE_OTHER, ENGLISH, ENGLISH_OTHER, interrupt_batch, write
 
