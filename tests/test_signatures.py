@@ -347,3 +347,16 @@ def test_sketch_overlap_counts_shared_shingles_like_sets(values, common, only_a,
     union = sorted(set(a) | set(b)) if whole else sorted(set(a) | set(b))[:k]
     in_both = [x for x in union if x in set(sketch_a.tolist()) and x in set(sketch_b.tolist())]
     assert shared == len(in_both) and jaccard == len(in_both) / len(union)
+
+
+def test_batch_simhash_in_parts_equals_one_at_a_time(monkeypatch):
+    from dedupdb import simhash
+
+    monkeypatch.setattr(simhash, "_TEXTS_AT_ONCE", 3)
+    rng = np.random.default_rng(9)
+    lengths = [int(n) for n in rng.integers(1, 90, 11)]
+    features = rng.integers(0, 2**64, sum(lengths), dtype=np.uint64)
+    weights = rng.random(sum(lengths)) * 5
+    bounds = np.cumsum([0] + lengths)
+    one_by_one = [fingerprint(features[a:b], weights[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    assert simhash.fingerprints(features, weights, lengths) == one_by_one
