@@ -466,7 +466,7 @@ def check(
     Exit status 0 when all hold, 1 with one line per failed check otherwise."""
     from .check import check_path
 
-    report = check_path(db)
+    report = check_path(_db_given(db))
     if fmt is ListFormat.json:
         render.write_json(render.check_json(report))
     else:

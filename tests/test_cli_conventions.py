@@ -60,6 +60,20 @@ def test_global_db_reaches_reading_commands(runner, tmp_path, folder):
     assert result.stdout == _stats_via_command_db(runner, db)
 
 
+@pytest.mark.parametrize("command", [["report", "--format", "json"], ["pairs", "--format", "jsonl"],
+                                     ["check", "--format", "json"], ["journal", "--format", "json"],
+                                     ["reindex", "--format", "json"], ["export", "--format", "jsonl"]])
+def test_global_db_reaches_every_command_as_its_own_would(runner, tmp_path, folder, monkeypatch, command):
+    """The global --db and the command's own --db name the same store, for each command that takes one."""
+    db = tmp_path / "g.db"
+    monkeypatch.setenv("DEDUPDB_DB", str(tmp_path / "elsewhere.db"))  # neither may fall back to it
+    assert runner.invoke(app, ["--db", str(db), "add", str(folder)]).exit_code == 0
+    before = runner.invoke(app, [*command, "--db", str(db)])
+    after = runner.invoke(app, ["--db", str(db), *command])
+    assert before.exit_code == 0 and after.exit_code == 0, (before.output, after.output)
+    assert after.stdout == before.stdout and not (tmp_path / "elsewhere.db").exists()
+
+
 def _stats_via_command_db(runner, db) -> str:
     result = runner.invoke(app, ["stats", "--db", str(db), "--format", "json"])
     assert result.exit_code == 0, result.output
