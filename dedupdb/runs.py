@@ -183,7 +183,8 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
         else:
             packed = np.frombuffer(joined, _GAP_AND_ID24 if width == _GAP_AND_ID24.itemsize else _GAP_AND_ID32)
             # Each block's keys: its first key plus the running sum of the gaps since its start.
-            sums = np.cumsum(packed["gap"], dtype=np.int64)
+            sums = packed["gap"].astype(np.int64)
+            np.cumsum(sums, out=sums)  # in place on a contiguous copy: twice as fast as on the strided field
             block_starts = np.cumsum(counts[picked]) - counts[picked]
             base = (firsts[picked] >> _CONTENT_ID_BITS) - sums[block_starts]
             keys = np.repeat(base, counts[picked]) + sums
