@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from .config import Settings
 from .containment import run_hashes, winnowed
-from .hashing import content_hash, to_signed64
+from .hashing import content_hash, distinct_first_counts, to_signed64
 from .minhash import MinHasher, bottom_k
 from .simhash import fingerprint as simhash_fingerprint, fingerprints as simhash_fingerprints
 from .tokens import Tokenizer, chinese_words
@@ -143,7 +143,7 @@ class Sketcher:
             return None  # cannot reach the minimum; spares jieba the work
         words = chinese_words(text)
         hashes = np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), _WORD_SEED) for w in words), np.uint64, len(words))
-        features, first, counts = np.unique(hashes, return_index=True, return_counts=True)
+        features, first, counts = distinct_first_counts(hashes)
         if len(features) < minimum:
             return None
         return simhash_fingerprint(features, counts * chinese_idf([words[i] for i in first]))

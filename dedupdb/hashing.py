@@ -39,6 +39,17 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
 
 
+def distinct_first_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """np.unique(values, return_index=True, return_counts=True): the distinct values, sorted, where each first
+    occurs and how often. Not np.unique itself, which loads numpy.ma, a fifth of a cold query's imports."""
+    order = np.argsort(values, kind="stable")  # equal values keep their order: the first of each comes first
+    ordered = values[order]
+    if len(ordered) == 0:
+        return ordered, np.empty(0, np.intp), np.empty(0, np.intp)
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    return ordered[starts], order[starts], np.diff(np.concatenate((starts, [len(ordered)])))
+
+
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Every position of the ranges [starts[i], starts[i] + lengths[i]), range after range, without a Python loop."""
     lengths = np.asarray(lengths)

@@ -360,3 +360,14 @@ def test_batch_simhash_in_parts_equals_one_at_a_time(monkeypatch):
     bounds = np.cumsum([0] + lengths)
     one_by_one = [fingerprint(features[a:b], weights[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
     assert simhash.fingerprints(features, weights, lengths) == one_by_one
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 40), max_size=200))
+def test_distinct_first_counts_matches_numpy_unique(values):
+    from dedupdb.hashing import distinct_first_counts
+
+    array = np.array(values, dtype=np.uint64)
+    got = distinct_first_counts(array)
+    expected = np.unique(array, return_index=True, return_counts=True)
+    assert all(g.tolist() == e.tolist() for g, e in zip(got, expected))
