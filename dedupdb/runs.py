@@ -148,13 +148,14 @@ def _blob(entries: np.ndarray) -> bytes:
     raise AssertionError("entries kept whole always fit")
 
 
-def _next_block(rest: np.ndarray) -> tuple[np.ndarray, bool]:
+def _next_block(rest: np.ndarray) -> tuple[np.ndarray, bytes, bool]:
     """The entries the next block of a run takes from these (sorted), as many as fill a block in the smallest
-    layout they fit, and whether they fill it."""
+    layout they fit; their bytes; and whether they fill it."""
     for layout in _LAYOUTS:
         part = rest[: _per_block(layout)]
-        if layout is None or _packed(part, layout) is not None:
-            return part, len(part) == _per_block(layout)
+        blob = _packed(part, layout)
+        if blob is not None:
+            return part, blob, len(part) == _per_block(layout)
     raise AssertionError("entries kept whole always fit")
 
 
@@ -326,12 +327,13 @@ class Runs:
     def _write_blocks(self, run: _Run, entries: np.ndarray, final: bool = True) -> np.ndarray:
         """Append sorted entries, all above those the run holds, as blocks (the last may be short when final);
         returns those left for a later call (final false: fewer than fill a block)."""
-        parts, start = [], 0
+        parts, blobs, start = [], [], 0
         while start < len(entries):
-            part, full = _next_block(entries[start:])
+            part, blob, full = _next_block(entries[start:])
             if not full and not final:
                 break
             parts.append(part)
+            blobs.append(blob)
             start += len(part)
         if not parts:
             return entries[start:]
@@ -339,7 +341,7 @@ class Runs:
         ids = np.arange(last + 1, last + 1 + len(parts), dtype=np.int64)
         self.conn.executemany(
             "INSERT INTO run_blocks (id, run, first, entries, data) VALUES (?, ?, ?, ?, ?)",
-            [(int(i), run.id, int(part[0]), len(part), _blob(part)) for i, part in zip(ids, parts)],
+            [(int(i), run.id, int(part[0]), len(part), blob) for i, part, blob in zip(ids, parts, blobs)],
         )
         written = entries[:start]
         if run.filter is not None:
