@@ -27,7 +27,7 @@ class Fingerprint:
     content_hash: bytes
     chars: int
     shingles: int                 # distinct shingles; 0 means nothing to compare by
-    minhash: NDArray[np.uint16]   # num_perm values, their low 16 bits (see Fingerprinter.sketch)
+    minhash: NDArray[np.uint16]   # num_perm values, their low 16 bits (see _kept)
     sketch: NDArray[np.uint32]    # bottom-k distinct shingle hashes, sorted
     simhash: int | None           # None when the text is too short for SimHash to be trustworthy
     fingerprints: NDArray[np.uint32] | None = None  # winnowed (containment.py); None: stored before they existed
@@ -101,6 +101,7 @@ class Sketcher:
             parts = fast.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.containment_ngram, s.winnow_window,
                                       self.minhasher._a, self.minhasher._b)
         shingle_sets, signatures, word_counts, winnows, token_counts, mostly_cjk = parts
+        signatures = _kept(signatures)
         out = []
         for i, (text, shingles, signature) in enumerate(zip(texts, shingle_sets, signatures)):
             sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
@@ -108,10 +109,7 @@ class Sketcher:
             cjk = mostly_cjk[i]
             words = None if cjk or not tokens else word_counts[i]
             simhash = self._chinese_simhash(text, tokens) if cjk else None
-            # b-bit MinHash (Li and Koenig 2010): the low 16 bits of each value serve LSH as well as all 32 (a band
-            # key hashes four of them) in half the bytes a store keeps.
-            out.append(Sketch(content_hash(text), len(text), count, signature.astype(np.uint16), sketch, simhash, words,
-                              tokens, winnows[i]))
+            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens, winnows[i]))
         return out
 
     @staticmethod
@@ -157,6 +155,18 @@ def _sketcher(settings: Settings) -> Sketcher:
     if sketcher is None:
         sketcher = _SKETCHERS[settings] = Sketcher(settings)
     return sketcher
+
+
+def _kept(signatures: NDArray[np.uint32]) -> NDArray[np.uint16]:
+    """b-bit MinHash (Li and Koenig 2010): the low 16 bits of each value serve LSH as well as all 32 (a band key
+    hashes four of them) in half the bytes a store keeps."""
+    return signatures.astype(np.uint16)
+
+
+def kept_signatures(settings: Settings, shingle_sets: list[NDArray[np.uint32]]) -> NDArray[np.uint16]:
+    """The signatures, as sketching keeps them, of whole sets of shingle hashes: what a store gives back for the
+    signatures it leaves out (a sketch holding every shingle hash of its text, store.py)."""
+    return _kept(_sketcher(settings).minhasher.signatures(shingle_sets))
 
 
 def load_compiled() -> None:

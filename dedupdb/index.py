@@ -14,10 +14,9 @@ import numpy as np
 from .cluster import components
 from .config import Settings
 from .containment import ContainmentIndex
-from .fingerprint import Fingerprint, Fingerprinter, Sketch
-from .hashing import ranges, slot_hash, to_unsigned64
+from .fingerprint import Fingerprint, Fingerprinter, Sketch, kept_signatures
+from .hashing import distinct, ranges, slot_hash, to_unsigned64
 from .lsh import Candidates, candidate_keys
-from .minhash import MinHasher
 from .simhash import block_key_matrix
 from .store import INDEX_KEY_BITS, ContentRow, Store
 from .verify import Signature, judge
@@ -53,7 +52,6 @@ class Indexer:
         self.banding = banding
         self.fingerprinter = fingerprinter
         self.containment = ContainmentIndex(store, settings)
-        self._signer: MinHasher | None = None  # made when a stored signature must be computed again
 
     # --- index keys ---------------------------------------------------------------
 
@@ -80,17 +78,12 @@ class Indexer:
         """Stored contents in the shape the index-row helpers take (their hash is not needed there), with the
         MinHash signatures a store leaves out (those its sketches give whole, store.py) computed again."""
         derived = [cid for cid, row in rows.items() if len(row.minhash) == 0 and len(row.sketch)]
-        signatures = dict(zip(derived, self._minhasher().signatures([rows[c].sketch for c in derived]).astype(np.uint16)))
+        signatures = dict(zip(derived, kept_signatures(self.settings, [rows[c].sketch for c in derived])))
         return {
             cid: Fingerprint(b"", row.chars, row.shingles, signatures.get(cid, row.minhash), row.sketch,
                              _unsigned(row.simhash), row.fingerprints)
             for cid, row in rows.items()
         }
-
-    def _minhasher(self) -> MinHasher:
-        if self._signer is None:
-            self._signer = MinHasher(self.settings.num_perm, self.settings.seed)
-        return self._signer
 
     # --- adding ------------------------------------------------------------------
 
@@ -123,7 +116,7 @@ class Indexer:
         if not len(candidates):
             return
         signatures = {cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()}
-        missing = set(np.unique(candidates).tolist()).difference(signatures)
+        missing = set(distinct(candidates.ravel()).tolist()).difference(signatures)
         signatures.update(
             (cid, Signature(sketch, _unsigned(simhash))) for cid, (sketch, simhash) in self.store.sketches(missing).items()
         )
@@ -221,7 +214,7 @@ def _shared_keys(
     b = np.concatenate((np.repeat(stored_ids, meeting), ids[ranges(positions + 1, after)])).astype(np.int64)
     apart = a != b
     low, high = np.minimum(a, b)[apart], np.maximum(a, b)[apart]
-    codes = np.unique((low << 32) | high)  # content ids fit in 30 bits (store.py)
+    codes = distinct((low << 32) | high)  # content ids fit in 30 bits (store.py)
     return np.column_stack((codes >> 32, codes & 0xFFFFFFFF))
 
 

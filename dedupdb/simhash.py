@@ -32,8 +32,8 @@ def fingerprint(feature_hashes: NDArray[np.uint64], weights: NDArray[np.float64]
 
 def fingerprints(feature_hashes: NDArray[np.uint64], weights: NDArray[np.float64], lengths: list[int]) -> list[int]:
     """fingerprint() of many texts at once: their features and weights concatenated, lengths[i] of them for
-    text i (each at least one). The bits are unpacked once for all; each text's vote is then one product,
-    2 * (weight of features with the bit set) - (all its weight)."""
+    text i (each at least one). The bits are unpacked once for some hundreds of texts; each text's vote is then
+    one product, 2 * (weight of features with the bit set) - (all its weight)."""
     out: list[int] = []
     start = 0
     # Some hundreds of texts at a time: the unpacked bits take 64 bytes a feature (38 MB for 4,000 reviews).
