@@ -6,44 +6,19 @@ classes taken from Python's own `re` (so they are those of tokens._TOKEN, for ev
 xxh64 straight from the UTF-8 bytes, then shingled, MinHashed, winnowed and counted text by text, each text's
 token hashes staying in a scratch buffer.
 
-Compiled code is cached on disk (NUMBA_CACHE_DIR, by default under the user cache folder), so only the first
-run on a machine pays for compiling.
+Compiled code is cached on disk (jit.py), so only the first run on a machine pays for compiling.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
-from .config import cache_dir
 from .hashing import _FMIX_C1, _FMIX_C2
+from .jit import njit, types
 from .tokens import _ASCII_NOISE_MARKS, _CJK, _IS_CJK, _NGRAM_MULT, _REPOST_NOISE, _TOKEN_SEED
-
-
-def _writable(directory: Path) -> bool:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=directory).close()
-    except OSError:
-        return False
-    return True
-
-
-# Numba reads its cache folder once, on import; left alone it writes beside the source (or in a folder of its
-# own). Without a folder to keep compiled code in, every process would compile for seconds: the numpy path,
-# which is what an ImportError here leads to, serves better.
-if "NUMBA_CACHE_DIR" not in os.environ:
-    _CACHE = cache_dir() / "numba"
-    if not _writable(_CACHE):
-        raise ImportError(f"no writable folder for compiled code at {_CACHE}")
-    os.environ["NUMBA_CACHE_DIR"] = str(_CACHE)
-
-from numba import njit, types  # noqa: E402
 
 # Character classes, one per code point: as tokens._TOKEN sees them.
 _OTHER, _WORD, _DIGIT, _CJK_CHAR = 0, 1, 2, 3

@@ -19,7 +19,7 @@ from .hashing import distinct, ranges, slot_hash, to_unsigned64
 from .lsh import Candidates, candidate_keys
 from .simhash import block_key_matrix
 from .store import INDEX_KEY_BITS, ContentRow, Store
-from .verify import Signature, judge
+from .verify import PairJudge, Signature, judge
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class Indexer:
         self.banding = banding
         self.fingerprinter = fingerprinter
         self.containment = ContainmentIndex(store, settings)
+        self.judge = PairJudge(settings.threshold, settings.sketch_size)
 
     # --- index keys ---------------------------------------------------------------
 
@@ -120,12 +121,7 @@ class Indexer:
         signatures.update(
             (cid, Signature(sketch, _unsigned(simhash))) for cid, (sketch, simhash) in self.store.sketches(missing).items()
         )
-        s = self.settings
-        pairs = []
-        for a, b in candidates.tolist():
-            verdict = judge(signatures[a], signatures[b], s.threshold, s.simhash_distance, s.sketch_size)
-            if verdict.duplicate:
-                pairs.append((a, b, verdict.jaccard, verdict.hamming))
+        pairs = self.judge.pairs(signatures, candidates)
         self.store.insert_pairs(pairs)
         self._merge_clusters([(a, b) for a, b, _, _ in pairs])
 

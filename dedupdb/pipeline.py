@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 import xxhash
 
-from .config import COMMIT_SECONDS, INGEST_BATCH, MAX_FILE_BYTES, SNIPPET_CHARS, Settings, parse_size
+from .config import COMMIT_SECONDS, INGEST_BATCH, MAX_FILE_BYTES, SNIPPET_CHARS, Settings, ingest_batch, parse_size
 from .errors import DatabaseError, DedupError, InputError, ReadError
 from .fingerprint import Sketch, load_compiled, sketch_texts
 from .hashing import bytes_hash, content_hash
@@ -137,6 +137,7 @@ class Ingest:
         self._progress: Progress | None = None
         self._bytes_total = 0
         self._bytes_before = 0  # of the files done
+        self._stored_before = 0  # distinct texts the store held when this add began
 
     # --- one batch in flight -------------------------------------------------------
 
@@ -201,6 +202,7 @@ class Ingest:
             rows = self.store.files_under(str(root)) if root.is_dir() else [self.store.file_by_path(str(root))]
             self._known.update((row.path, row) for row in rows if row is not None)
         self._progress, self._bytes_total = progress, sum(c.size for c in found)
+        self._stored_before = self.store.content_count()
         if self._workers > 0 and self._bytes_total >= POOL_AT_ONCE_BYTES:
             # Plainly a large add: the workers start before this process sketches anything, so they are forked
             # small (a process that has sketched Chinese holds jieba's dictionary, and every fork a copy).
@@ -218,7 +220,7 @@ class Ingest:
                         self.summary.skipped.append((str(candidate.path), _COMPRESSED_DOCUMENT))
                     else:
                         self._consider(candidate)
-                        if len(self._pending) >= INGEST_BATCH:
+                        if len(self._pending) >= self.batch_size():
                             self._flush()
                     self._bytes_before += candidate.size
                     self.report_progress(0)
@@ -235,6 +237,10 @@ class Ingest:
             self.save_state(True)
         self.summary.seconds = time.perf_counter() - started
         return self.summary
+
+    def batch_size(self) -> int:
+        """Documents per batch: more as the store grows (config.ingest_batch), counting what this add stored."""
+        return ingest_batch(self._stored_before + self.summary.new_contents, INGEST_BATCH)
 
     def report_progress(self, within_file: int) -> None:
         """Bytes read so far: the files done, and this many of the file being read (a record file, batch by
@@ -439,7 +445,7 @@ class _RecordRead:
                 continue
             key = f"{self.key_prefix}#{item.record_id}"
             batch.append((key, item.record_id, item.text, item.line))
-            if len(batch) >= INGEST_BATCH:
+            if len(batch) >= self.ingest.batch_size():
                 self._flush(batch, offset, line, hasher.hexdigest() + self.digest_suffix, done=False)
                 batch = []
         done = ended if size is None else offset >= size

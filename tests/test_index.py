@@ -218,3 +218,43 @@ def test_signatures_left_out_of_the_store_give_the_same_index_rows(tmp_path, db_
         db.forget([str(folder / "short.txt")])
         assert _index_rows(db) == len(entries) - db.banding.bands
         assert dedupdb.check.check_database(db).sound
+
+
+def test_ingest_batch_grows_with_the_store_within_its_bounds():
+    from dedupdb import config
+
+    assert config.ingest_batch(0) == config.INGEST_BATCH
+    assert config.ingest_batch(config.INGEST_BATCH * config.INGEST_BATCH_SHARE * 4) == config.INGEST_BATCH * 4
+    assert config.ingest_batch(10**9) == config.MAX_INGEST_BATCH
+    assert config.ingest_batch(10**9, floor=10**6) == 10**6  # a batch asked for is never cut
+
+
+def test_batches_grow_as_an_add_fills_the_store_and_find_the_same_pairs(tmp_path, monkeypatch):
+    import json
+
+    from dedupdb import config
+    from dedupdb.records import RecordOptions
+
+    records = tmp_path / "r.jsonl"
+    texts = [_variant(i % len(WORDS)) + f" tail{i // len(WORDS)}" for i in range(3 * len(WORDS))]
+    records.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts)))
+    monkeypatch.setattr(pipeline, "INGEST_BATCH", 3)
+    real = pipeline.Indexer.add_documents
+    found = []
+    for share in (4, 10**6):  # batches of a quarter of the store, then always 3
+        monkeypatch.setattr(config, "INGEST_BATCH_SHARE", share)
+        sizes = []
+
+        def counted(self, documents, *args):
+            sizes.append(len(documents))
+            return real(self, documents, *args)
+
+        monkeypatch.setattr(pipeline.Indexer, "add_documents", counted)
+        with dedupdb.open(tmp_path / f"{share}.db") as db:
+            db.add([records], records=RecordOptions(format="jsonl"), workers=0)
+            found.append(sorted((p.a, p.b, p.jaccard) for p in db.pairs()))
+        if share == 4:
+            assert sizes[0] == 3 and max(sizes) > 3 and sizes == sorted(sizes[:-1]) + sizes[-1:]
+        else:
+            assert set(sizes[:-1]) == {3}
+    assert found[0] == found[1] and len(found[0]) >= len(texts)

@@ -1,0 +1,51 @@
+"""Verification compiled with numba: the overlap of many pairs of bottom-k sketches in one call, the numbers
+minhash.sketch_overlap gives pair by pair. A large add onto a large store verifies tens of thousands of candidate
+pairs a batch; one numpy call chain a pair costs about 5 microseconds of it, a merge here a fraction of one."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .jit import njit, types
+
+_i64s = types.int64[::1]
+_u32s = types.Array(types.uint32, 1, "C", readonly=True)
+
+
+@njit(types.Tuple((_i64s, types.float64[::1]))(_u32s, _i64s, _i64s, _i64s, _i64s, types.int64), cache=True)
+def _overlaps(values, starts, lengths, left, right, k):
+    """(shared, Jaccard) of the sketches left[i] and right[i], each the sorted values[starts[j]:][:lengths[j]]:
+    the union's k smallest distinct values are walked in order, counting those in both (Broder 1997); two whole
+    sets (both under k values) give the exact Jaccard."""
+    n = len(left)
+    shared_out = np.zeros(n, np.int64)
+    jaccard_out = np.zeros(n, np.float64)
+    for p in range(n):
+        a0, na = starts[left[p]], lengths[left[p]]
+        b0, nb = starts[right[p]], lengths[right[p]]
+        if na == 0 or nb == 0:
+            continue
+        limit = na + nb if na < k and nb < k else k
+        i = j = shared = union = 0
+        while union < limit and (i < na or j < nb):
+            if j >= nb or (i < na and values[a0 + i] < values[b0 + j]):
+                i += 1
+            elif i >= na or values[b0 + j] < values[a0 + i]:
+                j += 1
+            else:
+                shared += 1
+                i += 1
+                j += 1
+            union += 1
+        shared_out[p] = shared
+        jaccard_out[p] = shared / union
+    return shared_out, jaccard_out
+
+
+def overlaps(sketches: list[np.ndarray], left: np.ndarray, right: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(shared, Jaccard) arrays of the pairs (sketches[left[i]], sketches[right[i]])."""
+    lengths = np.array([len(s) for s in sketches], np.int64)
+    starts = np.cumsum(lengths) - lengths
+    values = np.concatenate(sketches).astype(np.uint32, copy=False) if sketches else np.empty(0, np.uint32)
+    return _overlaps(values, starts, lengths, np.ascontiguousarray(left, np.int64),
+                     np.ascontiguousarray(right, np.int64), int(k))

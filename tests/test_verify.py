@@ -1,0 +1,88 @@
+"""Verification of a batch of candidate pairs gives judge()'s verdicts, compiled or not."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dedupdb.minhash import bottom_k, sketch_overlap
+from dedupdb.verify import MIN_SHARED_SHINGLES, PairJudge, Signature, judge
+
+os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "dedupdb-tests-numba"))
+fastverify = pytest.importorskip("dedupdb.fastverify")
+
+
+def _sketches(seed: int, count: int, k: int) -> list[np.ndarray]:
+    """Bottom-k sketches of sets drawn from a small universe, so that many overlap: some whole (under k values),
+    some cut at k, a few empty."""
+    rng = np.random.default_rng(seed)
+    universe = rng.choice(2**32 - 1, size=4 * k, replace=False).astype(np.uint32)
+    out = []
+    for _ in range(count):
+        size = int(rng.integers(0, 3 * k))
+        values = np.sort(rng.choice(universe, size=size, replace=False)) if size else np.empty(0, np.uint32)
+        out.append(bottom_k(values, k, already_unique=True)[0])
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31), st.integers(1, 40))
+def test_compiled_overlaps_equal_sketch_overlap(seed, k):
+    sketches = _sketches(seed, 12, k)
+    left, right = np.triu_indices(len(sketches), 1)
+    shared, jaccard = fastverify.overlaps(sketches, left, right, k)
+    for a, b, s, j in zip(left.tolist(), right.tolist(), shared.tolist(), jaccard.tolist()):
+        assert (j, s) == sketch_overlap(sketches[a], sketches[b], k)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_pair_judge_gives_the_verdicts_of_judge(compiled, monkeypatch):
+    k = 24
+    sketches = _sketches(7, 30, k)
+    rng = np.random.default_rng(3)
+    signatures = {
+        int(cid): Signature(s, int(rng.integers(0, 2**63)) if cid % 3 else None)
+        for cid, s in zip(rng.choice(10**6, size=len(sketches), replace=False), sketches)
+    }
+    ids = sorted(signatures)
+    a, b = np.triu_indices(len(ids), 1)
+    pairs = np.column_stack((np.array(ids)[a], np.array(ids)[b]))
+    expected = []
+    for x, y in pairs.tolist():
+        verdict = judge(signatures[x], signatures[y], 0.3, 3, k)
+        if verdict.duplicate:
+            expected.append((x, y, verdict.jaccard, verdict.hamming))
+    assert len(expected) > 5 and any(h is None for *_, h in expected) and any(h is not None for *_, h in expected)
+    judge_ = PairJudge(0.3, k)
+    monkeypatch.setattr(PairJudge, "_fast", staticmethod(lambda: fastverify if compiled else None))
+    if compiled:
+        judge_.FAST_AFTER_SECONDS = 0.0
+    assert judge_.pairs(signatures, pairs) == expected
+    assert all(s >= MIN_SHARED_SHINGLES for s in [sketch_overlap(signatures[x].sketch, signatures[y].sketch, k)[1]
+                                                  for x, y, _, _ in expected])
+
+
+def test_pair_judge_turns_to_compiled_code_once_numpy_has_taken_as_long(monkeypatch):
+    """A process that has verified little never loads numba (a small add stays quick and small)."""
+    import sys
+    import types
+
+    sketches = _sketches(1, 4, 16)
+    signatures = {i: Signature(s, None) for i, s in enumerate(sketches)}
+    pairs = np.array([(0, 1), (1, 2), (2, 3), (0, 3)], np.int64)
+    calls = []
+    counted = types.SimpleNamespace(overlaps=lambda *a: calls.append(1) or fastverify.overlaps(*a))
+    monkeypatch.setattr(PairJudge, "_fast", staticmethod(lambda: counted))
+    monkeypatch.delitem(sys.modules, "numba")  # as if it were not loaded yet
+    judge_ = PairJudge(0.2, 16)
+    judge_.FAST_AFTER_SECONDS = 3600.0
+    first = judge_.pairs(signatures, pairs)
+    assert calls == [] and first
+    judge_.FAST_AFTER_SECONDS = 0.0
+    assert judge_.pairs(signatures, pairs) == first and calls == [1]
