@@ -25,9 +25,17 @@ def _overlaps(values, starts, lengths, left, right, k):
         b0, nb = starts[right[p]], lengths[right[p]]
         if na == 0 or nb == 0:
             continue
-        limit = na + nb if na < k and nb < k else k
         i = j = shared = union = 0
-        while union < limit and (i < na or j < nb):
+        if na < k and nb < k:  # both whole: count the common values, without branches to mispredict
+            while i < na and j < nb:
+                x, y = values[a0 + i], values[b0 + j]
+                shared += x == y
+                i += x <= y
+                j += y <= x
+            shared_out[p] = shared
+            jaccard_out[p] = shared / (na + nb - shared)
+            continue
+        while union < k and (i < na or j < nb):
             if j >= nb or (i < na and values[a0 + i] < values[b0 + j]):
                 i += 1
             elif i >= na or values[b0 + j] < values[a0 + i]:

@@ -737,6 +737,9 @@ class Store:
         return out
 
     def delete_content(self, content_id: int) -> None:
+        """Forget a content and its pairs (which name it without a foreign key: migration 0008)."""
+        self.conn.execute("DELETE FROM pairs WHERE a = ?", (content_id,))
+        self.conn.execute("DELETE FROM pairs WHERE b = ?", (content_id,))
         self.conn.execute("DELETE FROM contents WHERE id = ?", (content_id,))
 
     def all_content_ids(self) -> list[int]:

@@ -48,11 +48,13 @@ def judge(a: Signature, b: Signature, threshold: float, max_distance: int, sketc
 
 class PairJudge:
     """judge() for a batch of candidate pairs at once, with the same verdicts. Pair by pair in numpy at first;
-    compiled (fastverify.py) once this process has spent FAST_AFTER_SECONDS judging that way, or at once when
-    numba is loaded already: loading it costs most of a second and some 60 MB, which only an add onto a large
-    store, verifying tens of thousands of pairs a batch, wins back."""
+    compiled (fastverify.py, 1.5 against 5 microseconds a pair) once this process has spent, or a batch would
+    spend, FAST_AFTER_SECONDS judging that way (about what loading numba costs: half a second, and some 60 MB),
+    or at once when numba is loaded already. Adding 100,000 reviews verifies for 0.3 s and stays on numpy; an add
+    onto a million documents verifies 20 pairs a document and takes compiled code from its first batch."""
 
-    FAST_AFTER_SECONDS = 2.0
+    FAST_AFTER_SECONDS = 0.5
+    NUMPY_SECONDS_A_PAIR = 5e-6
 
     def __init__(self, threshold: float, sketch_size: int) -> None:
         self.threshold = threshold
@@ -61,7 +63,8 @@ class PairJudge:
 
     def pairs(self, signatures: dict[int, Signature], pairs: np.ndarray) -> list[tuple[int, int, float, int | None]]:
         """(a, b, Jaccard, SimHash distance) of the near-duplicate pairs among (n, 2) content ids."""
-        fast = self._fast() if self._numpy_seconds >= self.FAST_AFTER_SECONDS or "numba" in sys.modules else None
+        expected = self._numpy_seconds + len(pairs) * self.NUMPY_SECONDS_A_PAIR
+        fast = self._fast() if expected >= self.FAST_AFTER_SECONDS or "numba" in sys.modules else None
         if fast is None:
             started = time.perf_counter()
             out = []

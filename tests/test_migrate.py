@@ -166,3 +166,32 @@ def test_schema_6_signatures_are_cut_to_16_bits_and_the_store_stays_current(tmp_
         assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before
         assert db.store.index_rows() == rows
         assert db.query(ENGLISH_EDITED)[0].path.endswith("b.txt")
+
+
+def test_schema_7_pairs_lose_their_foreign_keys_and_a_content_takes_its_pairs_along(tmp_path, db_path, cli):
+    before, _, _ = _five_documents_stored(tmp_path, db_path)
+    assert len(before) == 2
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    views = conn.execute("SELECT count(*) FROM duplicate_pairs").fetchone()
+    conn.executescript(  # the pairs table as schema 7 had it: both sides checked, deleted with their content
+        "BEGIN; PRAGMA legacy_alter_table = ON; ALTER TABLE pairs RENAME TO old_pairs;"
+        "CREATE TABLE pairs (a INTEGER NOT NULL REFERENCES contents (id) ON DELETE CASCADE,"
+        " b INTEGER NOT NULL REFERENCES contents (id) ON DELETE CASCADE, jaccard REAL NOT NULL, hamming INTEGER,"
+        " PRIMARY KEY (a, b), CHECK (a < b)) WITHOUT ROWID;"
+        "INSERT INTO pairs SELECT * FROM old_pairs; DROP TABLE old_pairs; CREATE INDEX pairs_b ON pairs (b);"
+        "PRAGMA user_version = 7; COMMIT;"
+    )
+    conn.close()
+
+    with dedupdb.open(db_path) as db:
+        conn = db.store.conn
+        assert "REFERENCES" not in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'pairs'").fetchone()[0]
+        assert conn.execute("SELECT count(*) FROM duplicate_pairs").fetchone() == views
+        assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before
+    (tmp_path / "docs" / "b.txt").unlink()  # its content leaves, and with it its pair
+    assert cli("add", str(tmp_path / "docs")).exit_code == 0
+    with dedupdb.open(db_path) as db:
+        assert len(list(db.pairs())) == 1
+        stored = db.store.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]
+        assert stored == 1
+    assert cli("check").exit_code == 0

@@ -84,5 +84,8 @@ def test_pair_judge_turns_to_compiled_code_once_numpy_has_taken_as_long(monkeypa
     judge_.FAST_AFTER_SECONDS = 3600.0
     first = judge_.pairs(signatures, pairs)
     assert calls == [] and first
-    judge_.FAST_AFTER_SECONDS = 0.0
+    judge_.FAST_AFTER_SECONDS = 0.0  # as if it had been verifying for long
     assert judge_.pairs(signatures, pairs) == first and calls == [1]
+    fresh = PairJudge(0.2, 16)  # a batch large enough to be worth it goes compiled at once
+    fresh.NUMPY_SECONDS_A_PAIR = fresh.FAST_AFTER_SECONDS / len(pairs)
+    assert fresh.pairs(signatures, pairs) == first and calls == [1, 1]
