@@ -94,15 +94,16 @@ def read_files(settings: Settings, jobs: list[tuple[str, str | None, int]]) -> l
     return [replace(r, sketch=sketches.pop(r.text_hash)) if r.text_hash in sketches else r for r in out]
 
 
-def sketch_records(settings: Settings, raws: list[str]) -> list[tuple[bytes | None, Sketch | None]]:
-    """(content hash, sketch) of each record's text (None for one without text); each distinct text of the
-    list is sketched once, and only its first record carries the sketch."""
+def sketch_records(settings: Settings, raws: list[str]) -> list[tuple[bytes | None, Sketch | None, str]]:
+    """(content hash, sketch, snippet) of each record's text (None for one without text); each distinct text of
+    the list is sketched once, and only its first record carries the sketch. The snippets are made here too: in
+    a worker, not in the process that writes the store."""
     # Newlines inside a record are whitespace like any other once normalized.
     texts = normalize_lines([raw.replace("\n", " ") for raw in raws])
     hashes = [content_hash(t) if t else None for t in texts]
     distinct = {h: t for h, t in zip(hashes, texts) if h is not None}
     sketches = {s.content_hash: s for s in sketch_texts(settings, list(distinct.values()))}
-    return [(h, sketches.pop(h, None) if h is not None else None) for h in hashes]
+    return [(h, sketches.pop(h, None), snippet(raw)) if h is not None else (None, None, "") for h, raw in zip(hashes, raws)]
 
 
 def _sketches_of(results: list[Sketch | None]) -> dict[bytes, Sketch]:
@@ -475,7 +476,7 @@ class _RecordRead:
             # no set of every key read needs to be held, however long the file.
             taken = store.existing_keys([key for key, _, _, _ in batch])
             documents = []
-            for (key, record_id, raw, line), (text_hash, _) in zip(batch, results):
+            for (key, record_id, raw, line), (text_hash, _, text_snippet) in zip(batch, results):
                 if text_hash is None:
                     continue
                 if key in taken:
@@ -483,8 +484,8 @@ class _RecordRead:
                     continue
                 taken.add(key)
                 size = len(raw.encode("utf-8"))
-                documents.append(NewDocument(key, file_id, record_id, text_hash, size, self.mtime_ns, snippet(raw)))
-            sketches = _sketches_of([sketch for _, sketch in results])
+                documents.append(NewDocument(key, file_id, record_id, text_hash, size, self.mtime_ns, text_snippet))
+            sketches = _sketches_of([sketch for _, sketch, _ in results])
             self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
             self.ingest.summary.records += len(documents)
             self.ingest.save_state(False)
