@@ -17,7 +17,7 @@ from .hashing import content_hash, distinct_first_counts, to_signed64
 from .minhash import MinHasher, bottom_k
 from .simhash import fingerprint as simhash_fingerprint, fingerprints as simhash_fingerprints
 from .tokens import Tokenizer, chinese_words
-from .weights import CorpusIdf, chinese_idf
+from .weights import CorpusIdf, chinese_idf, word_buckets
 
 _WORD_SEED = 0x51A5
 
@@ -51,23 +51,27 @@ class Sketch:
     words: tuple[NDArray[np.uint64], NDArray[np.int64]] | None   # distinct word hashes and counts, other text
     tokens: int
     fingerprints: NDArray[np.uint32] | None = None               # winnowed, for containment
+    word_buckets: NDArray[np.uint32] | None = None               # the corpus IDF's buckets of its words, distinct
 
     def __reduce__(self):
         # Sketches travel from worker processes by the thousand: their arrays as plain bytes pickle and unpickle
         # several times faster than as numpy arrays (read-only views come back, which is all anyone needs).
-        words = None if self.words is None else (self.words[0].tobytes(), self.words[1].astype(np.int64).tobytes())
+        words = None if self.words is None else (self.words[0].tobytes(), self.words[1].astype(np.int64).tobytes(),
+                                                 self.word_buckets.tobytes())
         fingerprints = None if self.fingerprints is None else self.fingerprints.tobytes()
         return _unpickle_sketch, (self.content_hash, self.chars, self.shingles, self.minhash.tobytes(),
                                   self.sketch.tobytes(), self.simhash, words, self.tokens, fingerprints)
 
 
 def _unpickle_sketch(content_hash, chars, shingles, minhash, sketch, simhash, words, tokens, fingerprints=None) -> Sketch:
+    buckets = None
     if words is not None:
+        buckets = np.frombuffer(words[2], dtype=np.uint32)
         words = (np.frombuffer(words[0], dtype=np.uint64), np.frombuffer(words[1], dtype=np.int64))
     if fingerprints is not None:
         fingerprints = np.frombuffer(fingerprints, dtype=np.uint32)
     return Sketch(content_hash, chars, shingles, np.frombuffer(minhash, dtype=np.uint16),
-                  np.frombuffer(sketch, dtype=np.uint32), simhash, words, tokens, fingerprints)
+                  np.frombuffer(sketch, dtype=np.uint32), simhash, words, tokens, fingerprints, buckets)
 
 
 class Sketcher:
@@ -102,14 +106,16 @@ class Sketcher:
                                       self.minhasher._a, self.minhasher._b)
         shingle_sets, signatures, word_counts, winnows, token_counts, mostly_cjk = parts
         signatures = _kept(signatures)
+        worded = [i for i in range(len(texts)) if token_counts[i] and not mostly_cjk[i]]  # IDF-weighted SimHash
+        buckets = dict(zip(worded, word_buckets([word_counts[i][0] for i in worded])))
         out = []
         for i, (text, shingles, signature) in enumerate(zip(texts, shingle_sets, signatures)):
             sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
             tokens = token_counts[i]
-            cjk = mostly_cjk[i]
-            words = None if cjk or not tokens else word_counts[i]
-            simhash = self._chinese_simhash(text, tokens) if cjk else None
-            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens, winnows[i]))
+            words = word_counts[i] if i in buckets else None
+            simhash = self._chinese_simhash(text, tokens) if mostly_cjk[i] else None
+            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens,
+                              winnows[i], buckets.get(i)))
         return out
 
     @staticmethod
@@ -205,7 +211,7 @@ class Fingerprinter:
         """Fingerprints from sketches (made here or in a worker); with learn, their words also feed the corpus
         IDF first."""
         if learn:
-            self.idf.observe([s.words[0] for s in sketches if s.words is not None])
+            self.idf.observe([s.word_buckets for s in sketches if s.word_buckets is not None])
         simhashes = self._simhashes(sketches)
         return [
             Fingerprint(s.content_hash, s.chars, s.shingles, s.minhash, s.sketch, simhash, s.fingerprints)

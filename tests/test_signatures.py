@@ -299,7 +299,7 @@ def test_batch_shingles_and_word_counts_equal_one_text_at_a_time(texts, word_ngr
 
 
 def test_idf_counts_each_document_once_per_bucket():
-    from dedupdb.weights import DF_BUCKETS, CorpusIdf
+    from dedupdb.weights import DF_BUCKETS, CorpusIdf, word_buckets
 
     rng = np.random.default_rng(3)
     documents = [np.unique(rng.integers(0, 2**64, int(n), dtype=np.uint64)) for n in rng.integers(1, 300, 50)]
@@ -308,9 +308,11 @@ def test_idf_counts_each_document_once_per_bucket():
     expected = np.zeros(DF_BUCKETS, np.uint32)
     for words in documents:
         expected[sorted({int(w) % DF_BUCKETS for w in words})] += 1
+    buckets = word_buckets(documents)
+    assert [b.tolist() for b in buckets] == [sorted({int(w) % DF_BUCKETS for w in d}) for d in documents]
     idf = CorpusIdf()
-    idf.observe(documents[:10])
-    idf.observe(documents[10:])
+    idf.observe(buckets[:10])
+    idf.observe(word_buckets(documents[10:]))
     assert idf.documents == len(documents)
     assert np.array_equal(idf.df, expected)
     assert idf.df[5] == 1 + sum(5 in {int(w) % DF_BUCKETS for w in d} for d in documents[:-1])
