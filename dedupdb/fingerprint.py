@@ -78,11 +78,12 @@ class Sketcher:
     """The per-text part of fingerprinting: tokens, shingles, MinHash, bottom-k sketch, CJK SimHash."""
 
     # Batches at least this large take the compiled path (fastsketch.py: the same numbers, several times faster)
-    # when numba is installed; a single text (a query) stays on numpy, so a quick command never waits for numba.
+    # when numba is installed and loaded or earned (below); fewer texts (a query) take it only once earned.
     FAST_BATCH = 8
     # Loading numba and the compiled code costs a process most of a second (seconds more the first time on a
-    # machine, to compile). A process therefore turns to it once it has spent that long sketching batches with
-    # numpy, or at once if it is loaded already: a small job never pays for it, a large one loses at most that.
+    # machine, to compile). A process therefore turns to it once it has spent that long sketching with numpy
+    # (batches, or single texts: a process answering queries by the thousand), or for a batch at once if it is
+    # loaded already: a quick command never waits for numba, a large job loses at most that.
     FAST_AFTER_SECONDS = 0.8
 
     def __init__(self, settings: Settings) -> None:
@@ -92,14 +93,13 @@ class Sketcher:
         self._numpy_seconds = 0.0  # spent sketching batches with numpy
 
     def sketch(self, texts: list[str]) -> list[Sketch]:
-        batch = len(texts) >= self.FAST_BATCH
-        earned = self._numpy_seconds >= self.FAST_AFTER_SECONDS or f"{__package__}.fastsketch" in sys.modules
-        fast = self._fast() if batch and earned else None
+        earned = self._numpy_seconds >= self.FAST_AFTER_SECONDS
+        loaded = f"{__package__}.fastsketch" in sys.modules
+        fast = self._fast() if earned or (loaded and len(texts) >= self.FAST_BATCH) else None
         if fast is None:
             started = time.perf_counter()
             parts = self._parts(texts)
-            if batch:
-                self._numpy_seconds += time.perf_counter() - started
+            self._numpy_seconds += time.perf_counter() - started
         else:
             s = self.settings
             parts = fast.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.containment_ngram, s.winnow_window,

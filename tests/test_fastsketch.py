@@ -175,7 +175,7 @@ def test_texts_skipping_the_repost_regex_hold_no_noise(text):
         assert _REPOST_NOISE.search(text) is None
 
 
-def test_batches_take_the_compiled_path_and_single_texts_do_not(monkeypatch):
+def test_batches_take_the_compiled_path_and_single_texts_once_earned(monkeypatch):
     calls = []
     original = fastsketch.sketch_parts
 
@@ -192,15 +192,16 @@ def test_batches_take_the_compiled_path_and_single_texts_do_not(monkeypatch):
     assert calls == [len(texts)]  # unchanged: one text stays on numpy
     assert_same_sketches(single, batch[:1])
 
-    # Not loaded yet: batches go to numpy until they have taken FAST_AFTER_SECONDS there.
+    # Not loaded yet: texts go to numpy until they have taken FAST_AFTER_SECONDS there, single texts counted too;
+    # then single texts take the compiled path as well.
     monkeypatch.delitem(sys.modules, "dedupdb.fastsketch")
     patient = Sketcher(Settings())
-    patient.FAST_AFTER_SECONDS = 1e-9
-    patient.sketch(texts[:1])
-    patient.sketch(texts)
-    assert calls == [len(texts)]
+    patient.FAST_AFTER_SECONDS = 3600.0
     assert_same_sketches(patient.sketch(texts), batch)
-    assert calls == [len(texts)] * 2
+    assert calls == [len(texts)]
+    patient.FAST_AFTER_SECONDS = 1e-9
+    assert_same_sketches(patient.sketch(texts[:1]), batch[:1])
+    assert calls == [len(texts), 1]
 
 
 def test_without_numba_the_numpy_path_serves(monkeypatch):
@@ -210,9 +211,10 @@ def test_without_numba_the_numpy_path_serves(monkeypatch):
     assert_same_sketches(Sketcher(Settings()).sketch(texts), expected)
 
 
-def test_numba_is_loaded_for_batches_once_numpy_has_taken_as_long():
-    """A single text never loads numba (a cold query stays quick), nor does a process that has spent less than
-    FAST_AFTER_SECONDS sketching batches with numpy."""
+def test_numba_is_loaded_once_numpy_has_taken_as_long():
+    """Neither a single text (a cold query) nor a batch loads numba in a process that has spent less than
+    FAST_AFTER_SECONDS sketching with numpy; once it has, single texts (a process answering many queries) take
+    the compiled path too."""
     code = """if True:
         import sys
         from dedupdb.config import Settings
@@ -225,10 +227,14 @@ def test_numba_is_loaded_for_batches_once_numpy_has_taken_as_long():
         sketcher.FAST_AFTER_SECONDS = 0.0
         sketcher.sketch(texts[:1])
         print("numba" in sys.modules)
-        sketcher.sketch(texts)
-        print("numba" in sys.modules)
+        other = Sketcher(Settings())  # loaded now: a batch takes it at once, a single text once it has earned it
+        other.sketch(texts[:1])
+        spent = other._numpy_seconds
+        print(spent > 0)
+        other.sketch(texts)
+        print(other._numpy_seconds == spent)
     """
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
                          env={**os.environ, "PYTHONPATH": str(root)})
-    assert out.stdout.split() == ["False", "False", "True"]
+    assert out.stdout.split() == ["False", "True", "True", "True"]
