@@ -8,6 +8,8 @@ collisions only blur the weight of a few rare words.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -21,9 +23,29 @@ _BUCKET_MASK = np.uint64(DF_BUCKETS - 1)
 
 class CorpusIdf:
     def __init__(self, df: NDArray[np.uint32] | None = None, documents: int = 0) -> None:
-        self.df = np.zeros(DF_BUCKETS, np.uint32) if df is None else df
+        self._df = df
+        self._load: Callable[[], bytes | None] | None = None
         self.documents = documents
         self.dirty = False
+
+    @classmethod
+    def deferred(cls, load: Callable[[], bytes | None], documents: int) -> "CorpusIdf":
+        """Frequencies read (load() gives the stored bytes) when first needed: a query too short for SimHash,
+        most of them, never needs the 4 MiB, about 10 ms of a cold query."""
+        idf = cls(None, documents)
+        idf._load = load
+        return idf
+
+    @property
+    def df(self) -> NDArray[np.uint32]:
+        if self._df is None:
+            blob = self._load() if self._load is not None else None
+            self._df = np.frombuffer(blob, dtype="<u4").astype(np.uint32) if blob else np.zeros(DF_BUCKETS, np.uint32)
+        return self._df
+
+    @df.setter
+    def df(self, values: NDArray[np.uint32]) -> None:
+        self._df = values
 
     def observe(self, buckets: list[NDArray[np.uint32]]) -> None:
         """Count documents, each given by the distinct buckets of its words (word_buckets), once in each."""
@@ -39,12 +61,6 @@ class CorpusIdf:
 
     def to_bytes(self) -> bytes:
         return self.df.astype("<u4").tobytes()
-
-    @classmethod
-    def from_bytes(cls, blob: bytes | None, documents: int) -> "CorpusIdf":
-        if not blob:
-            return cls()
-        return cls(np.frombuffer(blob, dtype="<u4").astype(np.uint32), documents)
 
 
 def word_buckets(documents: list[NDArray[np.uint64]]) -> list[NDArray[np.uint32]]:

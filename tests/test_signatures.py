@@ -318,6 +318,32 @@ def test_idf_counts_each_document_once_per_bucket():
     assert idf.df[5] == 1 + sum(5 in {int(w) % DF_BUCKETS for w in d} for d in documents[:-1])
 
 
+def test_corpus_idf_is_read_only_when_a_text_long_enough_for_simhash_needs_it(tmp_path, db_path):
+    import dedupdb
+    from dedupdb.weights import DF_BUCKETS
+
+    rng = np.random.default_rng(5)
+    long_texts = [" ".join(f"w{int(i)}" for i in rng.integers(0, 400, 150)) for _ in range(4)]
+    for i, text in enumerate(long_texts):
+        (tmp_path / f"{i}.txt").write_text(text)
+    with dedupdb.open(db_path) as db:
+        db.add([tmp_path / f"{i}.txt" for i in range(3)])
+        stored = db._idf.df.copy()
+        hits = db.query(long_texts[0] + " and a few words more")
+    assert stored.sum() > 0 and len(stored) == DF_BUCKETS
+    assert hits and hits[0].hamming is not None  # its SimHash weighs its words by the corpus IDF
+    with dedupdb.open(db_path) as db:
+        db.query("a short question of a few words")
+        assert db._idf._df is None  # too short for SimHash: the frequencies were never read
+        again = db.query(long_texts[0] + " and a few words more")
+        assert [(h.key, h.jaccard, h.hamming) for h in again] == [(h.key, h.jaccard, h.hamming) for h in hits]
+        assert np.array_equal(db._idf.df, stored)
+        db.add([tmp_path / "3.txt"])  # learning goes on from what was stored
+        assert db._idf.df.sum() > stored.sum() and db._idf.documents == 4
+    with dedupdb.open(db_path) as db:
+        assert db._idf.df.sum() > stored.sum()
+
+
 def test_chinese_idf_is_read_without_jieba_analyse():
     """jieba.analyse builds its own IDF table and a part-of-speech tagger on import (65 MB per process)."""
     import subprocess
