@@ -43,6 +43,8 @@ class Match:
 
 # Slot numbers of the SimHash block pairs: above every LSH band (bands <= permutations <= 1024).
 SIMHASH_SLOTS = 1024
+# Candidate pairs verified at once (with the stored sketches they need in memory).
+VERIFY_PAIRS_AT_ONCE = 1 << 16
 
 
 class Indexer:
@@ -116,12 +118,20 @@ class Indexer:
         candidates = _shared_keys(ids, keys, *self.store.index_and_match(ids, keys))
         if not len(candidates):
             return
-        signatures = {cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()}
-        missing = set(distinct(candidates.ravel()).tolist()).difference(signatures)
-        signatures.update(
-            (cid, Signature(sketch, _unsigned(simhash))) for cid, (sketch, simhash) in self.store.sketches(missing).items()
-        )
-        pairs = self.judge.pairs(signatures, candidates)
+        mine = {cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()}
+        pairs = []
+        # A part of the candidates at a time, with the stored sketches it needs: a batch onto a large store meets
+        # hundreds of thousands of stored texts, whose sketches at once would be hundreds of MB. Candidates come
+        # ordered by their smaller id, so a stored text's pairs are mostly in one part and its sketch read once.
+        for start in range(0, len(candidates), VERIFY_PAIRS_AT_ONCE):
+            part = candidates[start : start + VERIFY_PAIRS_AT_ONCE]
+            signatures = dict(mine)
+            missing = sorted(set(distinct(part.ravel()).tolist()).difference(signatures))
+            signatures.update(
+                (cid, Signature(sketch, _unsigned(simhash)))
+                for cid, (sketch, simhash) in self.store.sketches(missing).items()
+            )
+            pairs += self.judge.pairs(signatures, part)
         self.store.insert_pairs(pairs)
         self._merge_clusters([(a, b) for a, b, _, _ in pairs])
 

@@ -49,8 +49,9 @@ FANOUT = 4
 LEVEL_BASE = 1 << 16
 # Blocks read per statement when a run is read in order (merging, scanning).
 _READ_BLOCKS = 64
-# Blocks a probe reads at once (16 MiB): memory stays bounded however many blocks of a large run a batch needs.
-_READ_AT_ONCE = 1024
+# Blocks a probe reads at once (4 MiB, and some 80 MB while they are decoded): memory stays bounded however many
+# blocks of a large run a batch needs.
+_READ_AT_ONCE = 256
 _TOKEN_KEY = "runs.token.{}"  # one per family
 _CHUNK = 500
 
