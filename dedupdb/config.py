@@ -107,9 +107,9 @@ INGEST_BATCH = 4000
 # document level instead of growing with the store (a million documents: 0.17 ms a document at 4,000, 0.055 ms at
 # 16,000).
 INGEST_BATCH_SHARE = 64
-# The most documents a batch holds, however large the store: its texts and sketches are in memory twice over (read
-# while the batch before it is written), tens of MB at this size.
-MAX_INGEST_BATCH = 32768
+# The most documents a batch holds, however large the store: its texts, sketches and candidates are in memory, and
+# the next batch's too while it is written (about 300 MB more at 15,000 documents onto a million than at 4,000).
+MAX_INGEST_BATCH = 16384
 
 
 def ingest_batch(stored_texts: int, floor: int = INGEST_BATCH) -> int:
