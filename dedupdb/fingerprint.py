@@ -56,8 +56,9 @@ class Sketch:
     def __reduce__(self):
         # Sketches travel from worker processes by the thousand: their arrays as plain bytes pickle and unpickle
         # several times faster than as numpy arrays (read-only views come back, which is all anyone needs).
+        buckets = None if self.word_buckets is None else self.word_buckets.tobytes()
         words = None if self.words is None else (self.words[0].tobytes(), self.words[1].astype(np.int64).tobytes(),
-                                                 self.word_buckets.tobytes())
+                                                 buckets)
         fingerprints = None if self.fingerprints is None else self.fingerprints.tobytes()
         return _unpickle_sketch, (self.content_hash, self.chars, self.shingles, self.minhash.tobytes(),
                                   self.sketch.tobytes(), self.simhash, words, self.tokens, fingerprints)
@@ -66,7 +67,7 @@ class Sketch:
 def _unpickle_sketch(content_hash, chars, shingles, minhash, sketch, simhash, words, tokens, fingerprints=None) -> Sketch:
     buckets = None
     if words is not None:
-        buckets = np.frombuffer(words[2], dtype=np.uint32)
+        buckets = None if words[2] is None else np.frombuffer(words[2], dtype=np.uint32)
         words = (np.frombuffer(words[0], dtype=np.uint64), np.frombuffer(words[1], dtype=np.int64))
     if fingerprints is not None:
         fingerprints = np.frombuffer(fingerprints, dtype=np.uint32)
@@ -90,7 +91,7 @@ class Sketcher:
         self.settings = settings
         self.tokenizer = Tokenizer(settings.word_ngram, settings.cjk_ngram)
         self.minhasher = MinHasher(settings.num_perm, settings.seed)
-        self._numpy_seconds = 0.0  # spent sketching batches with numpy
+        self._numpy_seconds = 0.0  # spent sketching with numpy (batches and single texts)
 
     def sketch(self, texts: list[str]) -> list[Sketch]:
         earned = self._numpy_seconds >= self.FAST_AFTER_SECONDS
@@ -211,7 +212,9 @@ class Fingerprinter:
         """Fingerprints from sketches (made here or in a worker); with learn, their words also feed the corpus
         IDF first."""
         if learn:
-            self.idf.observe([s.word_buckets for s in sketches if s.word_buckets is not None])
+            worded = [s for s in sketches if s.words is not None]
+            unsplit = [s.words[0] for s in worded if s.word_buckets is None]  # sketches made without them
+            self.idf.observe([s.word_buckets for s in worded if s.word_buckets is not None] + word_buckets(unsplit))
         simhashes = self._simhashes(sketches)
         return [
             Fingerprint(s.content_hash, s.chars, s.shingles, s.minhash, s.sketch, simhash, s.fingerprints)

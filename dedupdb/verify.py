@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -80,6 +81,12 @@ class PairJudge:
         sketches = list(signatures.values())
         sketches = [sketches[i].sketch for i in order.tolist()]
         left, right = np.searchsorted(ids, pairs[:, 0]), np.searchsorted(ids, pairs[:, 1])
+        for side, at in ((pairs[:, 0], left), (pairs[:, 1], right)):
+            # Compiled code reads without bounds checks: an id without a signature must fail here, as the
+            # dictionary lookup of the path above fails.
+            wrong = np.flatnonzero(ids[np.minimum(at, len(ids) - 1)] != side) if len(ids) else np.arange(len(side))
+            if len(wrong):
+                raise KeyError(int(side[wrong[0]]))
         shared, jaccard = fast.overlaps(sketches, left, right, self.sketch_size)
         kept = np.flatnonzero((jaccard >= self.threshold) & (shared >= MIN_SHARED_SHINGLES))
         out = []
@@ -89,6 +96,7 @@ class PairJudge:
         return out
 
     @staticmethod
+    @lru_cache(maxsize=1)
     def _fast():
         try:
             from . import fastverify

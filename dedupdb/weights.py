@@ -23,24 +23,39 @@ _BUCKET_MASK = np.uint64(DF_BUCKETS - 1)
 
 class CorpusIdf:
     def __init__(self, df: NDArray[np.uint32] | None = None, documents: int = 0) -> None:
-        self._df = df
-        self._load: Callable[[], bytes | None] | None = None
-        self.documents = documents
+        self._df = np.zeros(DF_BUCKETS, np.uint32) if df is None else df
+        self._load: Callable[[], tuple[bytes | None, int]] | None = None
+        self._documents = documents
         self.dirty = False
 
+    @property
+    def documents(self) -> int:
+        self._loaded()
+        return self._documents
+
+    @documents.setter
+    def documents(self, count: int) -> None:
+        self._loaded()
+        self._documents = count
+
     @classmethod
-    def deferred(cls, load: Callable[[], bytes | None], documents: int) -> "CorpusIdf":
-        """Frequencies read (load() gives the stored bytes) when first needed: a query too short for SimHash,
-        most of them, never needs the 4 MiB, about 10 ms of a cold query."""
-        idf = cls(None, documents)
-        idf._load = load
+    def deferred(cls, load: Callable[[], tuple[bytes | None, int]]) -> "CorpusIdf":
+        """Frequencies read when first needed (load() gives the stored bytes and the documents they count, read
+        together so that they agree): a query too short for SimHash, most of them, never needs the 4 MiB, about
+        10 ms of a cold query."""
+        idf = cls(None, 0)
+        idf._df, idf._load = None, load
         return idf
+
+    def _loaded(self) -> None:
+        if self._df is None:
+            blob, documents = self._load() if self._load is not None else (None, 0)
+            self._df = np.frombuffer(blob, dtype="<u4").astype(np.uint32) if blob else np.zeros(DF_BUCKETS, np.uint32)
+            self._documents = documents
 
     @property
     def df(self) -> NDArray[np.uint32]:
-        if self._df is None:
-            blob = self._load() if self._load is not None else None
-            self._df = np.frombuffer(blob, dtype="<u4").astype(np.uint32) if blob else np.zeros(DF_BUCKETS, np.uint32)
+        self._loaded()
         return self._df
 
     @df.setter
