@@ -121,11 +121,20 @@ def big_folder(tmp_path_factory) -> Path:
     return root
 
 
+def _default_signals() -> None:
+    """In the child: the stop signals as a terminal's foreground job has them. An ignored signal is inherited
+    through exec, and a suite started with nohup, or as a background job (which ignores SIGINT), would hand that
+    on: the add then rightly ignores it too, as `nohup dedupdb add` must."""
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _start_add(folder: Path, db: Path) -> subprocess.Popen:
     """`add` with two workers, in a process group of its own (so a signal can reach all of it, as Ctrl-C does)."""
     return subprocess.Popen(
         _dedupdb("add", str(folder), "--db", str(db), "--workers", "2"),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=_default_signals,
     )
 
 
