@@ -75,18 +75,11 @@ class PairJudge:
                     out.append((a, b, verdict.jaccard, verdict.hamming))
             self._numpy_seconds += time.perf_counter() - started
             return out
-        ids = np.fromiter(signatures, np.int64, len(signatures))
-        order = np.argsort(ids)
-        ids = ids[order]
-        sketches = list(signatures.values())
-        sketches = [sketches[i].sketch for i in order.tolist()]
-        left, right = np.searchsorted(ids, pairs[:, 0]), np.searchsorted(ids, pairs[:, 1])
-        for side, at in ((pairs[:, 0], left), (pairs[:, 1], right)):
-            # Compiled code reads without bounds checks: an id without a signature must fail here, as the
-            # dictionary lookup of the path above fails.
-            wrong = np.flatnonzero(ids[np.minimum(at, len(ids) - 1)] != side) if len(ids) else np.arange(len(side))
-            if len(wrong):
-                raise KeyError(int(side[wrong[0]]))
+        # Each pair as positions in the signatures: an id without one fails here (KeyError), as on the path above,
+        # before compiled code, which reads without bounds checks, could read astray.
+        position = {cid: i for i, cid in enumerate(signatures)}
+        left, right = (np.fromiter((position[c] for c in side.tolist()), np.int64, len(side)) for side in pairs.T)
+        sketches = [signature.sketch for signature in signatures.values()]
         shared, jaccard = fast.overlaps(sketches, left, right, self.sketch_size)
         kept = np.flatnonzero((jaccard >= self.threshold) & (shared >= MIN_SHARED_SHINGLES))
         out = []
