@@ -115,6 +115,8 @@ MAX_INGEST_BATCH = 16384
 def ingest_batch(stored_texts: int, floor: int = INGEST_BATCH) -> int:
     """Documents per ingest batch for a store holding this many distinct texts."""
     return max(floor, min(MAX_INGEST_BATCH, stored_texts // INGEST_BATCH_SHARE))
+
+
 # Batches are committed together every few seconds: each commit rewrites the index pages its batches touched.
 COMMIT_SECONDS = 3.0
 # Files larger than this are not read whole into memory as one document.

@@ -124,9 +124,7 @@ class Database:
         self.settings = settings
         self.banding = banding
         meta = store.read_meta()
-        self._idf = CorpusIdf.deferred(
-            lambda: (store.read_blob(_IDF_BLOB), int(store.read_meta().get("idf.documents", "0")))
-        )
+        self._idf = CorpusIdf(lambda: (store.read_blob(_IDF_BLOB), int(store.read_meta().get("idf.documents", "0"))))
         self._idf_saved = time.monotonic()
         self.fingerprinter = Fingerprinter(settings, self._idf)
         self.indexer = Indexer(store, settings, banding, self.fingerprinter)

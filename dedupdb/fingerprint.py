@@ -48,31 +48,28 @@ class Sketch:
     minhash: NDArray[np.uint16]
     sketch: NDArray[np.uint32]
     simhash: int | None                                          # set here for CJK text, which takes jieba's IDF
-    words: tuple[NDArray[np.uint64], NDArray[np.int64]] | None   # distinct word hashes and counts, other text
+    # Other text: its distinct word hashes, their counts and the corpus IDF's buckets they fall in (distinct).
+    words: tuple[NDArray[np.uint64], NDArray[np.int64], NDArray[np.uint32]] | None
     tokens: int
     fingerprints: NDArray[np.uint32] | None = None               # winnowed, for containment
-    word_buckets: NDArray[np.uint32] | None = None               # the corpus IDF's buckets of its words, distinct
 
     def __reduce__(self):
         # Sketches travel from worker processes by the thousand: their arrays as plain bytes pickle and unpickle
         # several times faster than as numpy arrays (read-only views come back, which is all anyone needs).
-        buckets = None if self.word_buckets is None else self.word_buckets.tobytes()
         words = None if self.words is None else (self.words[0].tobytes(), self.words[1].astype(np.int64).tobytes(),
-                                                 buckets)
+                                                 self.words[2].tobytes())
         fingerprints = None if self.fingerprints is None else self.fingerprints.tobytes()
         return _unpickle_sketch, (self.content_hash, self.chars, self.shingles, self.minhash.tobytes(),
                                   self.sketch.tobytes(), self.simhash, words, self.tokens, fingerprints)
 
 
 def _unpickle_sketch(content_hash, chars, shingles, minhash, sketch, simhash, words, tokens, fingerprints=None) -> Sketch:
-    buckets = None
     if words is not None:
-        buckets = None if words[2] is None else np.frombuffer(words[2], dtype=np.uint32)
-        words = (np.frombuffer(words[0], dtype=np.uint64), np.frombuffer(words[1], dtype=np.int64))
+        words = tuple(np.frombuffer(part, dtype=dtype) for part, dtype in zip(words, (np.uint64, np.int64, np.uint32)))
     if fingerprints is not None:
         fingerprints = np.frombuffer(fingerprints, dtype=np.uint32)
     return Sketch(content_hash, chars, shingles, np.frombuffer(minhash, dtype=np.uint16),
-                  np.frombuffer(sketch, dtype=np.uint32), simhash, words, tokens, fingerprints, buckets)
+                  np.frombuffer(sketch, dtype=np.uint32), simhash, words, tokens, fingerprints)
 
 
 class Sketcher:
@@ -113,10 +110,9 @@ class Sketcher:
         for i, (text, shingles, signature) in enumerate(zip(texts, shingle_sets, signatures)):
             sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
             tokens = token_counts[i]
-            words = word_counts[i] if i in buckets else None
+            words = (*word_counts[i], buckets[i]) if i in buckets else None
             simhash = self._chinese_simhash(text, tokens) if mostly_cjk[i] else None
-            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens,
-                              winnows[i], buckets.get(i)))
+            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens, winnows[i]))
         return out
 
     @staticmethod
@@ -212,9 +208,7 @@ class Fingerprinter:
         """Fingerprints from sketches (made here or in a worker); with learn, their words also feed the corpus
         IDF first."""
         if learn:
-            worded = [s for s in sketches if s.words is not None]
-            unsplit = [s.words[0] for s in worded if s.word_buckets is None]  # sketches made without them
-            self.idf.observe([s.word_buckets for s in worded if s.word_buckets is not None] + word_buckets(unsplit))
+            self.idf.observe([s.words[2] for s in sketches if s.words is not None])
         simhashes = self._simhashes(sketches)
         return [
             Fingerprint(s.content_hash, s.chars, s.shingles, s.minhash, s.sketch, simhash, s.fingerprints)

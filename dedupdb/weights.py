@@ -22,30 +22,14 @@ _BUCKET_MASK = np.uint64(DF_BUCKETS - 1)
 
 
 class CorpusIdf:
-    def __init__(self, df: NDArray[np.uint32] | None = None, documents: int = 0) -> None:
-        self._df = np.zeros(DF_BUCKETS, np.uint32) if df is None else df
-        self._load: Callable[[], tuple[bytes | None, int]] | None = None
-        self._documents = documents
-        self.dirty = False
-
-    @property
-    def documents(self) -> int:
-        self._loaded()
-        return self._documents
-
-    @documents.setter
-    def documents(self, count: int) -> None:
-        self._loaded()
-        self._documents = count
-
-    @classmethod
-    def deferred(cls, load: Callable[[], tuple[bytes | None, int]]) -> "CorpusIdf":
-        """Frequencies read when first needed (load() gives the stored bytes and the documents they count, read
-        together so that they agree): a query too short for SimHash, most of them, never needs the 4 MiB, about
+    def __init__(self, load: Callable[[], tuple[bytes | None, int]] | None = None) -> None:
+        """Empty, or read when first needed: load() gives the stored bytes and the documents they count, read
+        together so that they agree. A query too short for SimHash, most of them, never needs the 4 MiB, about
         10 ms of a cold query."""
-        idf = cls(None, 0)
-        idf._df, idf._load = None, load
-        return idf
+        self._load = load
+        self._df: NDArray[np.uint32] | None = None
+        self._documents = 0
+        self.dirty = False
 
     def _loaded(self) -> None:
         if self._df is None:
@@ -54,20 +38,22 @@ class CorpusIdf:
             self._documents = documents
 
     @property
+    def documents(self) -> int:
+        self._loaded()
+        return self._documents
+
+    @property
     def df(self) -> NDArray[np.uint32]:
         self._loaded()
         return self._df
-
-    @df.setter
-    def df(self, values: NDArray[np.uint32]) -> None:
-        self._df = values
 
     def observe(self, buckets: list[NDArray[np.uint32]]) -> None:
         """Count documents, each given by the distinct buckets of its words (word_buckets), once in each."""
         if not buckets:
             return
-        self.df += np.bincount(np.concatenate(buckets).astype(np.intp), minlength=DF_BUCKETS).astype(np.uint32)
-        self.documents += len(buckets)
+        df = self.df  # loads the stored frequencies, and the count of documents with them, if not yet done
+        df += np.bincount(np.concatenate(buckets).astype(np.intp), minlength=DF_BUCKETS).astype(np.uint32)
+        self._documents += len(buckets)
         self.dirty = True
 
     def idf(self, distinct_hashes: NDArray[np.uint64]) -> NDArray[np.float64]:
