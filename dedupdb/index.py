@@ -59,23 +59,7 @@ class Indexer:
     # --- index keys ---------------------------------------------------------------
 
     def _index_rows(self, fingerprints: dict[int, Fingerprint]) -> tuple[np.ndarray, np.ndarray]:
-        """(content ids, keys) of the index rows of many contents: one per LSH band (or, with the super-shingles
-        preset, one per pair of super-shingles) for a text with shingles, one per SimHash block pair for a text
-        with a SimHash; each key hashes its slot with the value in it."""
-        ids, keys = [np.empty(0, np.int64)], [np.empty(0, np.uint64)]
-        with_shingles = [cid for cid, fp in fingerprints.items() if fp.shingles]
-        if with_shingles:
-            signatures = np.stack([fingerprints[c].minhash for c in with_shingles])
-            matrix = candidate_keys(signatures, self.banding).view(np.uint64)
-            ids.append(np.repeat(np.asarray(with_shingles, np.int64), matrix.shape[1]))
-            keys.append(slot_hash(matrix, np.arange(matrix.shape[1]), INDEX_KEY_BITS).ravel())
-        with_simhash = [cid for cid, fp in fingerprints.items() if fp.simhash is not None]
-        if with_simhash:
-            values = np.array([fingerprints[c].simhash for c in with_simhash], dtype=np.uint64)
-            matrix = block_key_matrix(values, self.settings.simhash_distance)
-            ids.append(np.repeat(np.asarray(with_simhash, np.int64), matrix.shape[1]))
-            keys.append(slot_hash(matrix, SIMHASH_SLOTS + np.arange(matrix.shape[1]), INDEX_KEY_BITS).ravel())
-        return np.concatenate(ids), np.concatenate(keys)
+        return index_rows(self.settings, self.banding, fingerprints)
 
     def stored_fingerprints(self, rows: dict[int, ContentRow]) -> dict[int, Fingerprint]:
         """Stored contents in the shape the index-row helpers take (their hash is not needed there), with the
@@ -115,7 +99,7 @@ class Indexer:
         """Add the index rows of new contents, verify the candidates they meet, store the pairs and merge
         their clusters."""
         ids, keys = self._index_rows(new)
-        candidates = _shared_keys(ids, keys, *self.store.index_and_match(ids, keys))
+        candidates = shared_keys(ids, keys, *self.store.index_and_match(ids, keys))
         if not len(candidates):
             return
         mine = {cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()}
@@ -198,11 +182,32 @@ class Indexer:
         return matches
 
 
+def index_rows(settings: Settings, scheme: Candidates, fingerprints: dict[int, Fingerprint]) -> tuple[np.ndarray, np.ndarray]:
+    """(content ids, keys) of the index rows of many contents: one per LSH band (or, with the super-shingles
+    preset, one per pair of super-shingles) for a text with shingles, one per SimHash block pair for a text
+    with a SimHash; each key hashes its slot with the value in it. Two contents are candidates when they share
+    a key: in a store (Indexer) or in a scale-out job's shuffle alike."""
+    ids, keys = [np.empty(0, np.int64)], [np.empty(0, np.uint64)]
+    with_shingles = [cid for cid, fp in fingerprints.items() if fp.shingles]
+    if with_shingles:
+        signatures = np.stack([fingerprints[c].minhash for c in with_shingles])
+        matrix = candidate_keys(signatures, scheme).view(np.uint64)
+        ids.append(np.repeat(np.asarray(with_shingles, np.int64), matrix.shape[1]))
+        keys.append(slot_hash(matrix, np.arange(matrix.shape[1]), INDEX_KEY_BITS).ravel())
+    with_simhash = [cid for cid, fp in fingerprints.items() if fp.simhash is not None]
+    if with_simhash:
+        values = np.array([fingerprints[c].simhash for c in with_simhash], dtype=np.uint64)
+        matrix = block_key_matrix(values, settings.simhash_distance)
+        ids.append(np.repeat(np.asarray(with_simhash, np.int64), matrix.shape[1]))
+        keys.append(slot_hash(matrix, SIMHASH_SLOTS + np.arange(matrix.shape[1]), INDEX_KEY_BITS).ravel())
+    return np.concatenate(ids), np.concatenate(keys)
+
+
 def _unsigned(value: int | None) -> int | None:
     return None if value is None else to_unsigned64(value)
 
 
-def _shared_keys(
+def shared_keys(
     ids: np.ndarray, keys: np.ndarray, stored_keys: np.ndarray, stored_ids: np.ndarray
 ) -> np.ndarray:
     """Candidate pairs, (n, 2) content ids (a < b) in order: new rows (ids, keys) sharing a key with a stored row

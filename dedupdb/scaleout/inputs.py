@@ -1,0 +1,212 @@
+"""The inputs of a scale-out job: which shards, in which format, and their records, read as `dedupdb add` reads
+them (the same parsers, ids, limits and bad-record rules), from local paths or any URI pyarrow's filesystems open.
+
+A record file is read by the engine's own reader (records.read_records), which needs a seekable local file: a
+shard behind a URI is first copied to a temporary local file by the task that reads it. Parquet is read with
+pyarrow, a record's id being its id field or its row number (1-based, as a line number is elsewhere).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from ..records import (
+    BadRecord,
+    EndOfRecords,
+    Record,
+    RecordOptions,
+    compression_of,
+    inner_suffix,
+    open_record_file,
+    read_records,
+    sniff_encoding,
+)
+
+PARQUET = "parquet"
+_RECORD_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv", ".parquet": PARQUET}
+
+
+@dataclass(frozen=True)
+class Shard:
+    uri: str      # a resolved local path, or the URI as given
+    format: str   # jsonl, csv, lines or parquet
+    options: str  # RecordOptions JSON (text and id fields, limit)
+
+    def as_dict(self) -> dict:
+        return {"uri": self.uri, "format": self.format, "options": self.options}
+
+
+def is_uri(text: str) -> bool:
+    return "://" in text
+
+
+def shards(inputs: list[str], options: RecordOptions) -> list[Shard]:
+    """The record files of the inputs, in the order given, a folder's files in sorted order. A file's format is
+    its suffix's (before a compression suffix) or options.format; a folder contributes the files it recognises.
+    A missing input or one of no known format is an InputError."""
+    out: list[Shard] = []
+    seen: set[str] = set()
+    for given in inputs:
+        for uri, is_dir_member in _expand(given):
+            fmt = _format_of(uri, options)
+            if fmt is None:
+                if is_dir_member:
+                    continue
+                raise InputError(f"{uri}: not a record file (use --records jsonl|csv|lines, or a .parquet file)")
+            if uri not in seen:
+                seen.add(uri)
+                resolved = options.resolved(fmt) if fmt != PARQUET else RecordOptions(
+                    "auto", options.text_field or "text", options.id_field, options.max_record_bytes)
+                out.append(Shard(uri, fmt, resolved.to_json()))
+    if not out:
+        raise InputError("no record files among the inputs")
+    return out
+
+
+def _format_of(uri: str, options: RecordOptions) -> str | None:
+    suffix = inner_suffix(Path(uri.split("://", 1)[-1]))
+    if suffix == ".parquet":
+        return PARQUET
+    if options.format != "auto":
+        return options.format
+    return _RECORD_SUFFIXES.get(suffix)
+
+
+def _expand(given: str) -> Iterator[tuple[str, bool]]:
+    """(uri, found in a folder) of each file an input names."""
+    if is_uri(given):
+        from pyarrow import fs
+
+        try:
+            filesystem, path = fs.FileSystem.from_uri(given)
+            info = filesystem.get_file_info(path)
+        except Exception as exc:  # pyarrow raises several kinds for a bad URI or an unreachable store
+            raise InputError(f"{given}: cannot be opened ({exc})") from None
+        if info.type == fs.FileType.NotFound:
+            raise InputError(f"no such file or folder: {given}")
+        if info.type == fs.FileType.Directory:
+            scheme = given.split("://", 1)[0]
+            entries = filesystem.get_file_info(fs.FileSelector(path, recursive=True))
+            for entry in sorted((e for e in entries if e.type == fs.FileType.File), key=lambda e: e.path):
+                yield f"{scheme}://{entry.path}", True
+        else:
+            yield given, False
+        return
+    path = Path(given).expanduser()
+    if not path.exists():
+        raise InputError(f"no such file or folder: {given}")
+    path = path.resolve()
+    if path.is_dir():
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            for name in sorted(files):
+                if not name.startswith("."):
+                    yield str(Path(root) / name), True
+    else:
+        yield str(path), False
+
+
+@contextmanager
+def local_copy(uri: str) -> Iterator[Path]:
+    """A local path holding the shard's bytes: the file itself, or a temporary copy of a remote one."""
+    if not is_uri(uri):
+        yield Path(uri)
+        return
+    from pyarrow import fs
+
+    filesystem, path = fs.FileSystem.from_uri(uri)
+    suffix = "".join(Path(path).suffixes[-2:])
+    with tempfile.TemporaryDirectory(prefix="dedupdb-shard-") as folder:
+        local = Path(folder) / f"shard{suffix}"
+        with filesystem.open_input_stream(path, compression=None) as source, open(local, "wb") as target:
+            shutil.copyfileobj(source, target, 1 << 20)
+        yield local
+
+
+@dataclass(frozen=True)
+class ShardRecord:
+    record_id: str
+    line: int
+    text: str
+    raw: str
+
+
+def shard_records(shard: Shard) -> Iterator[ShardRecord | BadRecord]:
+    """The records of one shard in order; a repeated id is a BadRecord after its first record, as in add."""
+    options = RecordOptions.from_json(shard.options)
+    seen: set[str] = set()
+    for item in _records(shard, options):
+        if isinstance(item, BadRecord):
+            yield item
+        elif item.record_id in seen:
+            yield BadRecord(item.line, f"duplicate id {item.record_id!r}", 0)
+        else:
+            seen.add(item.record_id)
+            yield item
+
+
+def _records(shard: Shard, options: RecordOptions) -> Iterator[ShardRecord | BadRecord]:
+    with local_copy(shard.uri) as path:
+        if shard.format == PARQUET:
+            yield from _parquet_records(path, options)
+            return
+        with open_record_file(path) as stream:
+            encoding = sniff_encoding(stream.read(64 * 1024))
+            for item in read_records(stream, options, 0, 0, encoding):
+                if isinstance(item, Record):
+                    yield ShardRecord(item.record_id, item.line, item.text, item.raw)
+                elif isinstance(item, BadRecord):
+                    yield item
+                elif not isinstance(item, EndOfRecords):
+                    raise AssertionError(f"unexpected item {item!r}")
+
+
+def _parquet_records(path: Path, options: RecordOptions) -> Iterator[ShardRecord | BadRecord]:
+    import pyarrow.parquet as pq
+
+    try:
+        table_file = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow's errors for a file that is not Parquet
+        raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+    names = table_file.schema_arrow.names
+    for field in (options.text_field, options.id_field):
+        if field and field not in names:
+            raise InputError(f"{path}: no column {field!r} ({', '.join(names[:10])})")
+    columns = [options.text_field] + ([options.id_field] if options.id_field else [])
+    row = 0
+    for batch in table_file.iter_batches(batch_size=4096, columns=columns):
+        texts = batch.column(0).to_pylist()
+        ids = batch.column(1).to_pylist() if options.id_field else None
+        for i, text in enumerate(texts):
+            row += 1
+            if text is None:
+                yield BadRecord(row, f"no value for {options.text_field!r}", 0)
+                continue
+            record_id = str(row) if ids is None else ids[i]
+            if record_id is None or record_id == "":
+                yield BadRecord(row, f"no value for {options.id_field!r}", 0)
+                continue
+            yield ShardRecord(str(record_id), row, str(text), "")
+
+
+def header_line(shard: Shard) -> str | None:
+    """The first line of a CSV shard (its header), for writing its kept records back as CSV."""
+    if shard.format != "csv":
+        return None
+    with local_copy(shard.uri) as path, open_record_file(path) as stream:
+        head = stream.read(64 * 1024)
+        encoding = sniff_encoding(head)
+        stream.seek(0)
+        first = stream.readline()
+    return first.decode(encoding, errors="replace").lstrip("\ufeff").rstrip("\r\n")
+
+
+def compressed(shard: Shard) -> bool:
+    return compression_of(shard.uri) is not None
