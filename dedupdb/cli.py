@@ -304,6 +304,58 @@ def add(
         raise typer.Exit(EXIT_PARTIAL)
 
 
+class JobKeep(str, Enum):
+    first = "first"
+    last = "last"
+
+
+@app.command(name="ray")
+@friendly
+def ray_job(
+    inputs: list[str] = typer.Argument(..., help="Record files and folders: local paths or URIs pyarrow opens (s3://...)."),
+    out: Path = typer.Option(..., "--out", help="A new or empty folder for the job's output (Parquet)."),
+    address: Optional[str] = typer.Option(None, "--address", help="A Ray cluster to run on \\[default: a local runtime]."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="CPUs of the local runtime \\[default: all]."),
+    records: Optional[RecordFormat] = typer.Option(
+        None, "--records", help="Read every input in this record format (default: by suffix; .parquet always)."
+    ),
+    lines: bool = typer.Option(False, "--lines", help="Each line of each file is a document (--records lines)."),
+    text_field: Optional[str] = typer.Option(None, "--text-field", help="JSONL key, CSV or Parquet column holding the text."),
+    id_field: Optional[str] = typer.Option(None, "--id-field", help="JSONL key, CSV or Parquet column holding the record id."),
+    max_record_size: Optional[str] = typer.Option(
+        None, "--max-record-size", metavar="SIZE", help="Records longer than this are bad records \\[default: 16M]."
+    ),
+    threshold: Optional[float] = typer.Option(None, help=f"Jaccard similarity for near-duplicates \\[default: {_DEFAULTS.threshold}]."),
+    permutations: Optional[int] = typer.Option(None, help=f"MinHash permutations \\[default: {_DEFAULTS.num_perm}]."),
+    unique: bool = typer.Option(False, "--unique", help="Also write the deduplicated corpus, as shards in the inputs' formats."),
+    keep: JobKeep = typer.Option(JobKeep.first, "--keep", help="Which member of a cluster is kept: first or last in the input."),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Summary format."),
+) -> None:
+    """Find the near-duplicates of a corpus too large for one machine on a Ray cluster (or a local runtime),
+    with the engine 'add' uses, and write pairs, clusters, signatures and documents as Parquet; 'dedupdb import'
+    loads them into a database. Needs the ray extra: pip install "dedupdb[ray]"."""
+    from .records import RecordOptions
+
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise InputError('the ray extra is not installed: pip install "dedupdb[ray]"') from None
+    from .database import _scheme
+    from .scaleout import job
+
+    settings = Settings(**{k: v for k, v in {"threshold": threshold, "num_perm": permutations}.items() if v is not None})
+    limit = None if max_record_size is None else parse_size(max_record_size, "--max-record-size")
+    chosen = "lines" if lines else (records.value if records else "auto")
+    options = RecordOptions(chosen, text_field, id_field, limit)
+    terminal = sys.stderr.isatty()
+    manifest = job.run(inputs, out, settings, _scheme(settings), options, address, workers, keep.value, unique,
+                       progress=render.job_stage, bars=terminal)
+    if fmt is ListFormat.json:
+        render.write_json(render.job_json(manifest, str(out)))
+    else:
+        render.job_summary(manifest, str(out))
+
+
 def _write_errors(path: Path, failed: list[tuple[str, str]]) -> None:
     """One line per file not read: its path, a tab, the reason (tabs and line breaks in either as spaces)."""
     flat = lambda text: text.replace("\t", " ").replace("\r", " ").replace("\n", " ")  # noqa: E731
@@ -510,6 +562,32 @@ def reindex(
         render.console.print(
             f"Reindexed at threshold {database.settings.threshold} ({banding.describe()})",
             highlight=False,
+        )
+
+
+@app.command(name="import")
+@friendly
+def import_(
+    directory: Path = typer.Argument(..., help="The output folder of a finished 'dedupdb ray' job."),
+    db: Optional[Path] = DbOption,
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Summary format."),
+) -> None:
+    """Load a scale-out job's output into a new database (made with the job's settings), so that query, report,
+    pairs and clean work on it without sketching again.
+
+    The database must be new or empty. An import cut short leaves a partial database: delete it and import again."""
+    from .scaleout.importer import import_job, open_for_import
+
+    with open_for_import(_db_given(db), directory) as database:
+        with render.progress_bar("Importing") as progress:
+            summary = import_job(database, directory, progress)
+    if fmt is ListFormat.json:
+        render.write_json(summary.to_json())
+    else:
+        render.console.print(
+            f"imported {summary.documents:,} documents ({summary.contents:,} distinct texts, {summary.pairs:,} pairs, "
+            f"{summary.clusters:,} clusters) from {directory} into {database.path} in {summary.seconds:.1f} s",
+            highlight=False, markup=False, soft_wrap=True,
         )
 
 

@@ -182,6 +182,27 @@ def add_summary_json(summary: AddSummary) -> dict:
     }
 
 
+def job_stage(stage: str, seconds: float, rows: int) -> None:
+    """One line a stage of a scale-out job, on stderr as it ends."""
+    err_console.print(f"{stage}: {rows:,} rows in {seconds:.1f} s", highlight=False, soft_wrap=True)
+
+
+def job_json(manifest, out_dir: str) -> dict:
+    return {"out": out_dir, **manifest.counts, "bad_records": manifest.bad_records, "stages": manifest.stages}
+
+
+def job_summary(manifest, out_dir: str) -> None:
+    counts = manifest.counts
+    line = (f"{counts['records']:,} records ({counts['texts']:,} distinct texts), {counts['verified_pairs']:,} "
+            f"near-duplicate pairs of texts, {counts['document_pairs']:,} pairs of documents, "
+            f"{counts['clustered_documents']:,} documents in clusters")
+    if "unique_records" in counts:
+        line += f", {counts['unique_records']:,} records kept"
+    if counts.get("bad_records"):
+        line += f", {counts['bad_records']:,} bad records"
+    console.print(f"{line}; written to {out_dir}", highlight=False, soft_wrap=True)
+
+
 def add_summary(summary: AddSummary, verbose: bool = False) -> None:
     for path, reason in summary.failed:
         err_console.print(f"[red]failed[/red] {escape(path)}: {escape(reason)}", highlight=False)
