@@ -104,11 +104,9 @@ def _expand(given: str) -> Iterator[tuple[str, bool]]:
         raise InputError(f"no such file or folder: {given}")
     path = path.resolve()
     if path.is_dir():
-        for root, dirs, files in os.walk(path):
-            dirs.sort()
-            for name in sorted(files):
-                if not name.startswith("."):
-                    yield str(Path(root) / name), True
+        found = [Path(root) / name for root, _, files in os.walk(path) for name in files if not name.startswith(".")]
+        for member in sorted(found):
+            yield str(member), True
     else:
         yield str(path), False
 

@@ -157,6 +157,10 @@ class Job:
         return self._grouped(pairs, "a", stages.distinct_pairs, estimate, ).materialize()
 
     def _verify(self, candidates, signatures):
+        import ray.data
+
+        if candidates.count() == 0:
+            return ray.data.from_arrow(stages.VERIFIED_SCHEMA.empty_table())
         sketches = signatures.map_batches(stages.sketch_rows, batch_format="pyarrow")
         rows = candidates.count() + signatures.count()
         carried = self._grouped(candidates.map_batches(stages.pair_rows, batch_format="pyarrow").union(sketches),

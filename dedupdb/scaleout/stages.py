@@ -272,7 +272,7 @@ def pair_rows(table: pa.Table) -> pa.Table:
 
 
 def _split(table: pa.Table) -> tuple[dict[int, tuple[bytes, int | None]], pa.Table]:
-    is_sketch = table.column("is_sketch").to_numpy(zero_copy_only=False)
+    is_sketch = table.column("is_sketch").to_numpy(zero_copy_only=False).astype(bool)
     sketches = table.filter(pa.array(is_sketch))
     found = dict(zip(sketches.column("a").to_pylist(), zip(sketches.column("sketch").to_pylist(),
                                                              sketches.column("simhash").to_pylist())))
