@@ -760,6 +760,11 @@ class Store:
         self._index.insert(_entries(content_ids, keys))
         return found
 
+    def insert_index(self, content_ids: np.ndarray, keys: np.ndarray) -> None:
+        """Add index rows without probing for those stored under their keys: for contents whose pairs are known
+        already (a scale-out job's, scaleout/importer.py)."""
+        self._index.insert(_entries(content_ids, keys))
+
     def match_index(self, keys: np.ndarray, filtered: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(key, content id) arrays of the stored rows under any of these keys (filtered: see Runs.lookup)."""
         entries = self._under_keys(self._index, keys, filtered)

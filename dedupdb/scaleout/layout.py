@@ -14,6 +14,11 @@
 
 Content numbers are the first 62 bits of a text's content hash (the job checks that no two texts share one), so
 every stage can name a text without a lookup; `dedupdb import` renumbers them densely.
+
+A document's input is its input's position in the manifest's inputs, and its key is that input's uri, '#', its
+record id, as `add` keys a record. Rows may lie in any number of part files in any order, except that `dedupdb
+import` numbers documents as `add` would (in ordinal order, which the keep rules 'first' and 'last' follow) only
+when each part file of documents/ is in ordinal order: it reads the part files by their smallest ordinal.
 """
 
 from __future__ import annotations
