@@ -292,3 +292,43 @@ def test_cli_runs_a_job_and_reports_it(ray_runtime, runner, tmp_path):
     assert "Traceback" not in again.output
     missing = runner.invoke(app, ["ray", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "o2")])
     assert missing.exit_code == 1 and "no such file" in missing.output and len(missing.output.strip().splitlines()) == 1
+
+
+def test_a_uri_input_is_read_through_pyarrow(ray_runtime, tmp_path):
+    from dedupdb.database import _scheme
+    from dedupdb.scaleout import job
+
+    source = tmp_path / "posts.jsonl"
+    texts = [_text(random.Random(i), 50) for i in range(12)]
+    source.write_text("".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(texts + texts[:2])),
+                      encoding="utf-8")
+    uri = source.as_uri()
+    settings = Settings()
+    manifest = job.run([uri], tmp_path / "out", settings, _scheme(settings), RecordOptions(), unique=True)
+    assert manifest.inputs[0]["uri"] == uri
+    keys = {row["key"] for row in _table(tmp_path / "out" / "documents")}
+    assert keys == {f"{uri}#{i}" for i in range(1, 15)}
+    assert manifest.counts["document_pairs"] == 2 and manifest.counts["unique_records"] == 12
+    kept = (tmp_path / "out" / "unique" / "00000-posts.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["id"] for line in kept] == [f"p{i}" for i in range(12)]
+
+
+def test_a_parquet_shard_is_deduplicated_into_parquet(ray_runtime, tmp_path):
+    from dedupdb.database import _scheme
+    from dedupdb.scaleout import job
+
+    rng = random.Random(5)
+    texts = [_text(rng, 70) for _ in range(20)]
+    rows = texts + [_edited(rng, texts[0], 2), texts[1]]
+    path = tmp_path / "corpus.parquet"
+    pq.write_table(pa.table({"doc": [f"d{i}" for i in range(len(rows))], "body": rows, "lang": ["en"] * len(rows)}), path)
+    settings = Settings()
+    manifest = job.run([str(path)], tmp_path / "out", settings, _scheme(settings),
+                       RecordOptions(text_field="body", id_field="doc"), unique=True)
+    pairs = {(p["a"], p["b"]): p for p in _table(tmp_path / "out" / "pairs")}
+    assert set(pairs) == {(f"{path}#d0", f"{path}#d20"), (f"{path}#d1", f"{path}#d21")}
+    assert pairs[(f"{path}#d1", f"{path}#d21")]["exact"] and not pairs[(f"{path}#d0", f"{path}#d20")]["exact"]
+    kept = pq.read_table(tmp_path / "out" / "unique" / "00000-corpus.parquet")
+    assert kept.column_names == ["doc", "body", "lang"]
+    assert kept.column("doc").to_pylist() == [f"d{i}" for i in range(20)]
+    assert manifest.counts["unique_records"] == 20

@@ -215,7 +215,9 @@ class Job:
 
     def _stage_write(self, out: Path, documents, signatures, clustered) -> None:
         started = time.perf_counter()
-        documents.select_columns(list(stages.DOCUMENT_SCHEMA.names)).write_parquet(str(out / DOCUMENTS))
+        # In input order (the part files too), so an import numbers documents as add would, and "first" and
+        # "last" mean there what they mean here.
+        documents.select_columns(list(stages.DOCUMENT_SCHEMA.names)).sort("ordinal").write_parquet(str(out / DOCUMENTS))
         signatures.write_parquet(str(out / SIGNATURES))
         _where(clustered, _is_pair).select_columns(list(stages.PAIR_SCHEMA.names)).write_parquet(
             str(out / PAIRS))

@@ -286,7 +286,7 @@ def carry_left(table: pa.Table) -> pa.Table:
     a = pairs.column("a").to_pylist()
     held = [found.get(x) for x in a]
     keep = [h is not None for h in held]
-    pairs = pairs.filter(pa.array(keep))
+    pairs = pairs.filter(pa.array(keep, pa.bool_()))
     held = [h for h in held if h is not None]
     n = pairs.num_rows
     return pa.table({

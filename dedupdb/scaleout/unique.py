@@ -49,7 +49,7 @@ def _write_parquet(shard: Shard, dropped: set[str], target: Path) -> int:
         try:
             for batch in source.iter_batches(batch_size=4096):
                 rows = range(row + 1, row + 1 + batch.num_rows)
-                mask = pa.array([r in good for r in rows])
+                mask = pa.array([r in good for r in rows], pa.bool_())
                 row += batch.num_rows
                 chosen = pa.Table.from_batches([batch]).filter(mask)
                 writer = writer or pq.ParquetWriter(target, chosen.schema)
