@@ -99,7 +99,7 @@ class Indexer:
         """Add the index rows of new contents, verify the candidates they meet, store the pairs and merge
         their clusters."""
         ids, keys = self._index_rows(new)
-        candidates = shared_keys(ids, keys, *self.store.index_and_match(ids, keys))
+        candidates = _shared_keys(ids, keys, *self.store.index_and_match(ids, keys))
         if not len(candidates):
             return
         mine = {cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()}
@@ -207,7 +207,7 @@ def _unsigned(value: int | None) -> int | None:
     return None if value is None else to_unsigned64(value)
 
 
-def shared_keys(
+def _shared_keys(
     ids: np.ndarray, keys: np.ndarray, stored_keys: np.ndarray, stored_ids: np.ndarray
 ) -> np.ndarray:
     """Candidate pairs, (n, 2) content ids (a < b) in order: new rows (ids, keys) sharing a key with a stored row
