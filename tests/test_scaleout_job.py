@@ -45,14 +45,14 @@ def _edited(rng: random.Random, text: str, edits: int) -> str:
 def _corpus(seed: int = 7) -> list[tuple[str, str]]:
     """(id, text): unrelated texts, exact copies, light and heavy edits, CJK texts and their edits, short texts."""
     rng = random.Random(seed)
-    base = [_text(rng, rng.randint(40, 160)) for _ in range(300)]
-    cjk = ["".join(rng.choice(CJK) for _ in range(rng.randint(30, 120))) for _ in range(60)]
+    base = [_text(rng, rng.randint(40, 160)) for _ in range(1200)]
+    cjk = ["".join(rng.choice(CJK) for _ in range(rng.randint(30, 120))) for _ in range(200)]
     items = [(f"t{i}", t) for i, t in enumerate(base)]
     items += [(f"c{i}", t) for i, t in enumerate(cjk)]
-    items += [(f"copy{i}", rng.choice(base)) for i in range(60)]
-    items += [(f"edit{i}", _edited(rng, rng.choice(base), rng.randint(1, 12))) for i in range(200)]
+    items += [(f"copy{i}", rng.choice(base)) for i in range(200)]
+    items += [(f"edit{i}", _edited(rng, rng.choice(base), rng.randint(1, 12))) for i in range(600)]
     items += [(f"cjkedit{i}", (lambda s: s[: len(s) // 2] + rng.choice(CJK) + s[len(s) // 2 :])(rng.choice(cjk)))
-              for i in range(30)]
+              for i in range(100)]
     items += [(f"short{i}", rng.choice(["a of", "the the", "w1 w2 w3"])) for i in range(10)]
     rng.shuffle(items)
     return items
@@ -156,6 +156,19 @@ def test_the_jobs_documents_and_texts_are_the_stores(job_out, local_store, input
     assert sorted(b["reason"].split(" (")[0] for b in manifest.bad_records) == ["duplicate id 't0'", "invalid JSON"] or \
         any("duplicate id" in b["reason"] for b in manifest.bad_records)
     assert [s["uri"] for s in manifest.inputs] == [str(p) for p in inputs]
+
+
+def test_an_imported_job_answers_as_the_store_that_added_the_input(job_out, local_store, tmp_path):
+    from dedupdb.scaleout.importer import import_job, open_for_import
+
+    with open_for_import(tmp_path / "imported.db", job_out) as imported:
+        summary = import_job(imported, job_out)
+        assert summary.documents == local_store.store.counts()["documents"]
+        assert {(p.a, p.b, p.jaccard, p.exact) for p in imported.pairs()} == \
+            {(p.a, p.b, p.jaccard, p.exact) for p in local_store.pairs()}
+        assert [[m.key for m in c.members] for c in imported.clusters(keep="first")] == \
+            [[m.key for m in c.members] for c in local_store.clusters(keep="first")]
+        assert imported.check().sound
 
 
 def test_unique_keeps_what_export_unique_keeps(job_out, local_store, inputs):
