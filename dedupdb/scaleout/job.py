@@ -359,7 +359,11 @@ def start_ray(address: str | None, workers: int | None, quiet: bool = True) -> N
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local runtime on loopback needs no token
     kwargs = {"include_dashboard": False, "log_to_driver": not quiet, "logging_level": logging.WARNING}
     if address:
-        ray.init(address=address, **kwargs)
+        # The cluster runs this very dedupdb: its package travels with the job (its dependencies must be
+        # installed on the nodes, as `pip install "dedupdb[ray]"` installs them).
+        import dedupdb
+
+        ray.init(address=address, runtime_env={"py_modules": [str(Path(dedupdb.__file__).parent)]}, **kwargs)
     else:
         ray.init(num_cpus=workers or os.cpu_count() or 1, **kwargs)
 
