@@ -336,10 +336,10 @@ def ray_job(
     loads them into a database. Needs the ray extra: pip install "dedupdb[ray]"."""
     from .records import RecordOptions
 
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        raise InputError('the ray extra is not installed: pip install "dedupdb[ray]"') from None
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None or importlib.util.find_spec("pyarrow") is None:
+        raise InputError('the ray extra is not installed: pip install "dedupdb[ray]"')
     from .database import _scheme
     from .scaleout import job
 

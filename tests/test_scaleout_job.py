@@ -345,3 +345,15 @@ def test_a_parquet_shard_is_deduplicated_into_parquet(ray_runtime, tmp_path):
     assert kept.column_names == ["doc", "body", "lang"]
     assert kept.column("doc").to_pylist() == [f"d{i}" for i in range(20)]
     assert manifest.counts["unique_records"] == 20
+
+
+def test_without_the_ray_extra_the_command_says_how_to_install_it(runner, tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    source = tmp_path / "posts.jsonl"
+    source.write_text('{"text": "one two three"}\n', encoding="utf-8")
+    result = runner.invoke(app, ["ray", str(source), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert result.output.strip() == 'Error: the ray extra is not installed: pip install "dedupdb[ray]"'

@@ -19,7 +19,6 @@ code: Ray's map_groups calls its function once a group, far too often for one gr
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -154,7 +153,7 @@ class Job:
                                       batch_size=SKETCH_BATCH, batch_format="pyarrow")
         estimate = signatures.count() * 64
         pairs = self._grouped(rows, "key", stages.candidate_pairs, estimate)
-        return self._grouped(pairs, "a", stages.distinct_pairs, estimate, ).materialize()
+        return self._grouped(pairs, "a", stages.distinct_pairs, estimate).materialize()
 
     def _verify(self, candidates, signatures):
         import ray.data
@@ -384,7 +383,3 @@ def run(inputs: list[str], out: Path, settings: Settings, scheme: Candidates, op
     context.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
     context.print_on_execution_start = False
     return Job(settings, scheme, keep, progress).run(inputs, Path(out), options, unique)
-
-
-def summary(manifest: Manifest) -> str:
-    return json.dumps(manifest.counts)
