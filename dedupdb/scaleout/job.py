@@ -71,19 +71,26 @@ class Job:
         records = self._stage("read", lambda: _records(found))
         sketched = self._stage("sketch", lambda: records.map_batches(
             stages.sketch_table, fn_kwargs={"settings": self.settings}, batch_size=SKETCH_BATCH, batch_format="pyarrow"))
+        records = None  # each stage's input is let go once it is used, so the object store holds about two stages
         bad = _where(sketched, _is_bad)
         bad_count = bad.count()
         bad_sample = [{"where": r["key"], "reason": r["bad"]} for r in bad.take(100)] if bad_count else []
-        documents = _where(sketched, _is_good)
+        # Only what the later stages need of a document travels on (its sketch leaves with its text's row).
+        documents = _where(sketched, _is_good).select_columns([*stages.DOCUMENT_SCHEMA.names, "simhashed"]).materialize()
         texts = self._stage("texts", lambda: self._grouped(
             _where(sketched, _carries_sketch).select_columns(list(stages.SKETCH_SCHEMA.names)),
             "content", stages.first_per_content, documents.count()))
+        sketched = None
         df, worded = self._idf(texts)
         signatures = self._stage("sign", lambda: texts.map_batches(
             stages.signatures, fn_kwargs={"settings": self.settings, "df": df, "documents": worded},
             batch_size=SKETCH_BATCH, batch_format="pyarrow"))
+        texts_count = texts.count()
+        texts = None
         candidates = self._stage("candidates", lambda: self._candidates(signatures))
         verified = self._stage("verify", lambda: self._verify(candidates, signatures))
+        candidates_count = candidates.count()
+        candidates = None
         nodes, labels = self._components(verified)
         clustered = self._stage("clusters", lambda: self._clusters(documents, verified, nodes, labels))
         self._stage_write(out, documents, signatures, clustered)
@@ -91,8 +98,8 @@ class Job:
         manifest = Manifest(
             settings=self.settings.to_meta(), scheme=scheme_meta(self.scheme), inputs=[s.as_dict() for s in found],
             idf_documents=worded, keep=self.keep, stages=self.stages, bad_records=bad_sample,
-            counts={"records": documents.count(), "bad_records": bad_count, "texts": texts.count(),
-                    "candidate_pairs": candidates.count(), "verified_pairs": verified.count(),
+            counts={"records": documents.count(), "bad_records": bad_count, "texts": texts_count,
+                    "candidate_pairs": candidates_count, "verified_pairs": verified.count(),
                     "clustered_documents": _where(clustered, _is_cluster).count(),
                     "document_pairs": _where(clustered, _is_pair).count()},
         )
