@@ -69,7 +69,8 @@ class Job:
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self._cpus = cpus
         records = self._stage("read", lambda: _records(found))
-        sketched = self._stage("sketch", lambda: records.map_batches(
+        # A shard is read by one task into one block; split, its records are sketched by every CPU, not one.
+        sketched = self._stage("sketch", lambda: records.repartition(target_num_rows_per_block=SKETCH_BATCH).map_batches(
             stages.sketch_table, fn_kwargs={"settings": self.settings}, batch_size=SKETCH_BATCH, batch_format="pyarrow"))
         records = None  # each stage's input is let go once it is used, so the object store holds about two stages
         bad = _where(sketched, _is_bad)
