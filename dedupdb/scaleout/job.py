@@ -43,6 +43,8 @@ from .layout import CLUSTERS, DOCUMENTS, IDF, PAIRS, SIGNATURES, UNIQUE, Manifes
 ROWS_PER_PARTITION = 200_000
 # Records a sketching call takes: as add's workers take them (a few thousand keep numba's per-call cost small).
 SKETCH_BATCH = 2000
+# Records of a block sketched by one task, at most (see Job.run).
+SKETCH_BLOCK_ROWS = 50_000
 
 Progress = Callable[[str, float, int], None]  # (stage, seconds, rows)
 
@@ -69,8 +71,11 @@ class Job:
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self._cpus = cpus
         records = self._stage("read", lambda: _records(found))
-        # A shard is read by one task into one block; split, its records are sketched by every CPU, not one.
-        sketched = self._stage("sketch", lambda: records.repartition(target_num_rows_per_block=SKETCH_BATCH).map_batches(
+        # A shard is read by one task into one block: the records are cut into at least two blocks a CPU, so that
+        # one large shard is sketched by every CPU, and no more than that (at most SKETCH_BLOCK_ROWS each) since
+        # every block costs each later shuffle a piece per partition.
+        blocks = max(2 * cpus, math.ceil(records.count() / SKETCH_BLOCK_ROWS))
+        sketched = self._stage("sketch", lambda: records.repartition(blocks).map_batches(
             stages.sketch_table, fn_kwargs={"settings": self.settings}, batch_size=SKETCH_BATCH, batch_format="pyarrow"))
         records = None  # each stage's input is let go once it is used, so the object store holds about two stages
         bad = _where(sketched, _is_bad)
