@@ -188,21 +188,29 @@ def _tree_memory(root_pid: int, each: dict[int, list[int]] | None = None) -> tup
     while todo:
         pid = todo.pop()
         todo += children.get(pid, [])
-        one = [0, 0]
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as fh:
-                for line in fh:
-                    if line.startswith("Rss:"):
-                        one[0] = int(line.split()[1]) * 1024
-                    elif line.startswith("Pss:"):
-                        one[1] = int(line.split()[1]) * 1024
-        except OSError:
+        one = process_memory(pid)
+        if one is None:
             continue
         rss, pss = rss + one[0], pss + one[1]
         if each is not None:
             peak = each.setdefault(pid, [0, 0])
             peak[0], peak[1] = max(peak[0], one[0]), max(peak[1], one[1])
     return rss, pss
+
+
+def process_memory(pid: int) -> tuple[int, int] | None:
+    """(RSS, PSS) in bytes of one process, from /proc/PID/smaps_rollup; None once it is gone."""
+    one = [0, 0]
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Rss:"):
+                    one[0] = int(line.split()[1]) * 1024
+                elif line.startswith("Pss:"):
+                    one[1] = int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return one[0], one[1]
 
 
 def bench_cli_memory(corpus: Path, workdir: Path) -> dict:

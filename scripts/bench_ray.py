@@ -47,6 +47,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_add import process_memory  # noqa: E402  (a script beside this one)
+
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 CORPUS = "en_imdb_aclImdb.jsonl.gz"
 SAMPLE_SECONDS = 0.2
@@ -268,15 +271,8 @@ def _tree_sample(root_pid: int, each: dict[int, list[int]], ticks: dict[int, int
         todo += children.get(pid, [])
         if pid in cpu:
             ticks[pid] = max(ticks.get(pid, 0), cpu[pid])
-        one = [0, 0]
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as fh:
-                for line in fh:
-                    if line.startswith("Rss:"):
-                        one[0] = int(line.split()[1]) * 1024
-                    elif line.startswith("Pss:"):
-                        one[1] = int(line.split()[1]) * 1024
-        except OSError:
+        one = process_memory(pid)
+        if one is None:
             continue
         rss, pss = rss + one[0], pss + one[1]
         peak = each.setdefault(pid, [0, 0])
