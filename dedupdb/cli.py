@@ -307,6 +307,8 @@ def add(
 class JobKeep(str, Enum):
     first = "first"
     last = "last"
+    longest = "longest"
+    shortest = "shortest"
 
 
 @app.command(name="ray")
@@ -328,7 +330,7 @@ def ray_job(
     threshold: Optional[float] = typer.Option(None, help=f"Jaccard similarity for near-duplicates \\[default: {_DEFAULTS.threshold}]."),
     permutations: Optional[int] = typer.Option(None, help=f"MinHash permutations \\[default: {_DEFAULTS.num_perm}]."),
     unique: bool = typer.Option(False, "--unique", help="Also write the deduplicated corpus, as shards in the inputs' formats."),
-    keep: JobKeep = typer.Option(JobKeep.first, "--keep", help="Which member of a cluster is kept: first or last in the input."),
+    keep: JobKeep = typer.Option(JobKeep.first, "--keep", help="Which member of a cluster is kept: first or last in the input, longest or shortest text."),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Summary format."),
 ) -> None:
     """Find the near-duplicates of a corpus too large for one machine on a Ray cluster (or a local runtime),

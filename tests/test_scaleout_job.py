@@ -187,6 +187,21 @@ def test_unique_keeps_what_export_unique_keeps(job_out, local_store, inputs):
     assert len(kept) < local_store.store.counts()["documents"]
 
 
+def test_unique_keeps_the_longest_as_export_unique_does(ray_runtime, inputs, local_store, tmp_path):
+    from dedupdb.database import _scheme
+    from dedupdb.scaleout import job
+
+    settings = Settings()
+    job.run([str(p) for p in inputs], tmp_path / "out", settings, _scheme(settings), RecordOptions(id_field="id"),
+            keep="longest")
+    dropped = {r["key"] for r in _table(tmp_path / "out" / "clusters") if not r["keep"]}
+    everything = {key for keys in local_store.store.document_keys(local_store.store.all_content_ids()).values()
+                  for key in keys}
+    kept_locally = {r.key for r in local_store.export(unique=True, keep="longest")}
+    assert everything - dropped == kept_locally
+    assert kept_locally != {r.key for r in local_store.export(unique=True, keep="first")}
+
+
 def test_clusters_name_one_kept_document_per_star(job_out):
     rows = _table(job_out / "clusters")
     assert rows

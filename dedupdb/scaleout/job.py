@@ -82,7 +82,8 @@ class Job:
         bad_count = bad.count()
         bad_sample = [{"where": r["key"], "reason": r["bad"]} for r in bad.take(100)] if bad_count else []
         # Only what the later stages need of a document travels on (its sketch leaves with its text's row).
-        documents = _where(sketched, _is_good).select_columns([*stages.DOCUMENT_SCHEMA.names, "simhashed"]).materialize()
+        documents = _where(sketched, _is_good).select_columns(
+            [*stages.DOCUMENT_SCHEMA.names, "chars", "simhashed"]).materialize()
         texts = self._stage("texts", lambda: self._grouped(
             _where(sketched, _carries_sketch).select_columns(list(stages.SKETCH_SCHEMA.names)),
             "content", stages.first_per_content, documents.count()))

@@ -64,8 +64,9 @@ SKETCH_SCHEMA = pa.schema([
     ("minhash", pa.binary()), ("sketch", pa.binary()), ("simhash", pa.int64()), ("word_hashes", pa.binary()),
     ("word_counts", pa.binary()), ("word_buckets", pa.binary()), ("tokens", pa.int64()), ("fingerprints", pa.binary()),
 ])
-# Each record's document, the sketch its text carries if it is the first of the table with that text, whether
-# its text has a SimHash (an exact pair is at distance 0 then), and why it was left out if it was.
+# Each record's document, the sketch its text carries if it is the first of the table with that text (chars is
+# every record's), whether its text has a SimHash (an exact pair is at distance 0 then), and why it was left out
+# if it was.
 SKETCHED_SCHEMA = pa.schema([*DOCUMENT_SCHEMA, *(f for f in SKETCH_SCHEMA if f.name != "content"),
                              ("simhashed", pa.bool_()), ("bad", pa.string())])
 
@@ -81,6 +82,7 @@ def sketch_table(table: pa.Table, settings: Settings) -> pa.Table:
     for name in ("key", "input", "record", "bytes", "ordinal", "bad"):
         out[name] = table.column(name).to_pylist()
     simhashed = {h: _has_simhash(s, settings) for h, s, _ in results.values() if s is not None}
+    chars = {h: s.chars for h, s, _ in results.values() if s is not None}  # every record's, for the keep rules
     for i in range(table.num_rows):
         content_hash, sketch, snippet = results.get(i, (None, None, ""))
         out["simhashed"].append(simhashed.get(content_hash, False))
@@ -91,6 +93,7 @@ def sketch_table(table: pa.Table, settings: Settings) -> pa.Table:
         out["hash"].append(content_hash)
         for name, value in _sketch_columns(sketch).items():
             out[name].append(value)
+        out["chars"][-1] = chars.get(content_hash)
     return pa.table(out, schema=SKETCHED_SCHEMA)
 
 
@@ -335,7 +338,7 @@ PAIR_SCHEMA = pa.schema([
     ("a", pa.string()), ("b", pa.string()), ("jaccard", pa.float64()), ("hamming", pa.int32()), ("exact", pa.bool_()),
     ("a_content", pa.int64()), ("b_content", pa.int64()),
 ])
-JOB_KEEP_RULES = ("first", "last")
+JOB_KEEP_RULES = ("first", "last", "longest", "shortest")  # export --unique's
 
 
 @dataclass(frozen=True)
@@ -358,7 +361,7 @@ def cluster_partition(documents: pa.Table, pairs: dict[str, np.ndarray], setting
     of documents are listed as `dedupdb pairs` lists them (every two copies of a text, exact; every document of
     one text with every document of the other). with_simhash: the contents that have a SimHash (an exact pair
     is at distance 0 then)."""
-    order = keep_order(keep, {})
+    order = keep_order(keep, dict(zip(documents.column("content").to_pylist(), documents.column("chars").to_pylist())))
     by_cluster: dict[int, list[_Document]] = {}
     for row in documents.to_pylist():
         path = row["key"].rsplit("#", 1)[0]
