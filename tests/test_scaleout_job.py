@@ -158,7 +158,7 @@ def test_the_jobs_documents_and_texts_are_the_stores(job_out, local_store, input
     assert [s["uri"] for s in manifest.inputs] == [str(p) for p in inputs]
 
 
-def test_an_imported_job_answers_as_the_store_that_added_the_input(job_out, local_store, tmp_path):
+def test_an_imported_job_answers_as_the_store_that_added_the_input(job_out, local_store, inputs, tmp_path):
     from dedupdb.scaleout.importer import import_job, open_for_import
 
     with open_for_import(tmp_path / "imported.db", job_out) as imported:
@@ -169,6 +169,11 @@ def test_an_imported_job_answers_as_the_store_that_added_the_input(job_out, loca
         assert [[m.key for m in c.members] for c in imported.clusters(keep="first")] == \
             [[m.key for m in c.members] for c in local_store.clusters(keep="first")]
         assert imported.check().sound
+        # The inputs are known as they were found: export reads them back, and add finds them unchanged.
+        assert [(r.key, r.text) for r in imported.export(unique=True, keep="first")] == \
+            [(r.key, r.text) for r in local_store.export(unique=True, keep="first")]
+        summary = imported.add(inputs, records=RecordOptions(id_field="id"), workers=0)
+        assert summary.unchanged == len(inputs) and not summary.added and not summary.updated
 
 
 def test_unique_keeps_what_export_unique_keeps(job_out, local_store, inputs):

@@ -38,9 +38,16 @@ class Shard:
     uri: str      # a resolved local path, or the URI as given
     format: str   # jsonl, csv, lines or parquet
     options: str  # RecordOptions JSON (text and id fields, limit)
+    # A local record file's size and time when the job found it, as `add` keeps them (a compressed file's size in
+    # its digest, '@SIZE'), so that an imported store knows the file unchanged and reads it back for export; no
+    # content digest, so a file grown since is read again whole, never resumed.
+    facts: tuple[int, int, str] | None = None  # (size, mtime_ns, digest)
 
     def as_dict(self) -> dict:
-        return {"uri": self.uri, "format": self.format, "options": self.options}
+        out = {"uri": self.uri, "format": self.format, "options": self.options}
+        if self.facts is not None:
+            out.update(size=self.facts[0], mtime_ns=self.facts[1], digest=self.facts[2], records=0)
+        return out
 
 
 def is_uri(text: str) -> bool:
@@ -64,10 +71,19 @@ def shards(inputs: list[str], options: RecordOptions) -> list[Shard]:
                 seen.add(uri)
                 resolved = options.resolved(fmt) if fmt != PARQUET else RecordOptions(
                     "auto", options.text_field or "text", options.id_field, options.max_record_bytes)
-                out.append(Shard(uri, fmt, resolved.to_json()))
+                out.append(Shard(uri, fmt, resolved.to_json(), _facts(uri, fmt)))
     if not out:
         raise InputError("no record files among the inputs")
     return out
+
+
+def _facts(uri: str, fmt: str) -> tuple[int, int, str] | None:
+    if is_uri(uri) or fmt == PARQUET:
+        return None  # add reads neither
+    st = os.stat(uri)
+    if compression_of(uri):
+        return 0, st.st_mtime_ns, f"@{st.st_size}"
+    return st.st_size, st.st_mtime_ns, ""
 
 
 def _format_of(uri: str, options: RecordOptions) -> str | None:
@@ -206,5 +222,3 @@ def header_line(shard: Shard) -> str | None:
     return first.decode(encoding, errors="replace").lstrip("\ufeff").rstrip("\r\n")
 
 
-def compressed(shard: Shard) -> bool:
-    return compression_of(shard.uri) is not None
