@@ -377,3 +377,19 @@ def test_without_the_ray_extra_the_command_says_how_to_install_it(runner, tmp_pa
     result = runner.invoke(app, ["ray", str(source), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert result.output.strip() == 'Error: the ray extra is not installed: pip install "dedupdb[ray]"'
+
+
+def test_unique_drops_by_record_even_when_ids_hold_a_hash_sign(ray_runtime, tmp_path):
+    from dedupdb.database import _scheme
+    from dedupdb.scaleout import job
+
+    texts = [_text(random.Random(i), 50) for i in range(6)]
+    rows = [("a#1", texts[0]), ("a", texts[1]), ("b#2#x", texts[0]), ("1", texts[2]), ("b", texts[1])]
+    source = tmp_path / "x#y.jsonl"  # the file name holds one too
+    source.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in rows), encoding="utf-8")
+    settings = Settings()
+    job.run([str(source)], tmp_path / "out", settings, _scheme(settings), RecordOptions(id_field="id"), unique=True)
+    kept = (tmp_path / "out" / "unique" / "00000-x#y.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["id"] for line in kept] == ["a#1", "a", "1"]
+    dropped = {r["key"] for r in _table(tmp_path / "out" / "clusters") if not r["keep"]}
+    assert dropped == {f"{source}#b#2#x", f"{source}#b"}

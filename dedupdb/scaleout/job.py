@@ -311,8 +311,8 @@ def _judge_joined(table: pa.Table, settings: Settings) -> pa.Table:
     return stages.judge_pairs(table.drop_columns(["join"]), settings)
 
 
-_COMBINED_SCHEMA = pa.schema([("kind", pa.string()), *stages.CLUSTER_SCHEMA,
-                              *(f for f in stages.PAIR_SCHEMA if f.name not in stages.CLUSTER_SCHEMA.names)])
+_COMBINED_SCHEMA = pa.schema([("kind", pa.string()), *stages.CLUSTER_ROW_SCHEMA,
+                              *(f for f in stages.PAIR_SCHEMA if f.name not in stages.CLUSTER_ROW_SCHEMA.names)])
 
 
 def _combined(clusters: pa.Table, pairs: pa.Table) -> pa.Table:
@@ -334,18 +334,17 @@ def _write_unique(found: list[Shard], clustered, folder: Path):
 
     from .unique import write_kept
 
-    dropped: dict[str, list[str]] = {}
-    for batch in _where(clustered, _is_dropped).select_columns(["key"]).iter_batches(
+    dropped: dict[int, list[str]] = {}
+    for batch in _where(clustered, _is_dropped).select_columns(["input", "record"]).iter_batches(
             batch_format="pyarrow"):
-        for key in batch.column("key").to_pylist():
-            uri, record = key.rsplit("#", 1)
-            dropped.setdefault(uri, []).append(record)
+        for index, record in zip(batch.column("input").to_pylist(), batch.column("record").to_pylist()):
+            dropped.setdefault(index, []).append(record)
     folder.mkdir(parents=True, exist_ok=True)
     refs = ray.put(dropped)
 
     def write(batch: dict) -> dict:
         drop = ray.get(refs)
-        kept = [write_kept(i, found[i], set(drop.get(found[i].uri, ())), folder) for i in batch["index"].tolist()]
+        kept = [write_kept(i, found[i], set(drop.get(i, ())), folder) for i in batch["index"].tolist()]
         return {"index": batch["index"], "kept": np.array(kept, np.int64)}
 
     items = ray.data.from_items([{"index": i} for i in range(len(found))], override_num_blocks=len(found))

@@ -338,6 +338,9 @@ PAIR_SCHEMA = pa.schema([
     ("a", pa.string()), ("b", pa.string()), ("jaccard", pa.float64()), ("hamming", pa.int32()), ("exact", pa.bool_()),
     ("a_content", pa.int64()), ("b_content", pa.int64()),
 ])
+# A cluster row as the job handles it: with its document's input and record id, by which --unique drops it (a
+# key alone cannot tell them apart: a record id may hold '#').
+CLUSTER_ROW_SCHEMA = pa.schema([*CLUSTER_SCHEMA, ("input", pa.int32()), ("record", pa.string())])
 JOB_KEEP_RULES = ("first", "last", "longest", "shortest")  # export --unique's
 
 
@@ -351,11 +354,13 @@ class _Document:
     content_id: int
     bytes: int
     mtime_ns: int = 0
+    input: int = 0
+    record: str = ""
 
 
 def cluster_partition(documents: pa.Table, pairs: dict[str, np.ndarray], settings: Settings, keep: str,
                       with_simhash: set[int]) -> tuple[pa.Table, pa.Table]:
-    """(clusters, document pairs) of a partition holding every document of its clusters (documents with a
+    """(clusters (CLUSTER_ROW_SCHEMA), document pairs) of a partition holding every document of its clusters (documents with a
     `cluster` column, the smallest content of their connected component) and the verified pairs among them
     (arrays a, b, jaccard, hamming). A cluster is cut into stars as a store cuts it for its decisions; the pairs
     of documents are listed as `dedupdb pairs` lists them (every two copies of a text, exact; every document of
@@ -364,11 +369,11 @@ def cluster_partition(documents: pa.Table, pairs: dict[str, np.ndarray], setting
     order = keep_order(keep, dict(zip(documents.column("content").to_pylist(), documents.column("chars").to_pylist())))
     by_cluster: dict[int, list[_Document]] = {}
     for row in documents.to_pylist():
-        path = row["key"].rsplit("#", 1)[0]
-        doc = _Document(row["ordinal"], row["key"], path, row["content"], row["bytes"])
+        path = row["key"][: -len(row["record"]) - 1]
+        doc = _Document(row["ordinal"], row["key"], path, row["content"], row["bytes"], 0, row["input"], row["record"])
         by_cluster.setdefault(row["cluster"], []).append(doc)
     near_all = neighbours(zip(pairs["a"].tolist(), pairs["b"].tolist(), pairs["jaccard"].tolist()), settings.threshold)
-    clusters: dict[str, list] = {name: [] for name in CLUSTER_SCHEMA.names}
+    clusters: dict[str, list] = {name: [] for name in CLUSTER_ROW_SCHEMA.names}
     for cluster, members in by_cluster.items():
         contents = {d.content_id for d in members}
         if len(members) < 2:
@@ -381,6 +386,8 @@ def cluster_partition(documents: pa.Table, pairs: dict[str, np.ndarray], setting
                 clusters["keep"].append(keep_it)
                 clusters["centre"].append(star.centre.key)
                 clusters["similarity"].append(similarity)
+                clusters["input"].append(doc.input)
+                clusters["record"].append(doc.record)
     keys_of: dict[int, list[str]] = {}
     for members in by_cluster.values():
         for doc in sorted(members, key=lambda d: d.id):
@@ -401,4 +408,4 @@ def cluster_partition(documents: pa.Table, pairs: dict[str, np.ndarray], setting
         for x in keys_of.get(a, ()):
             for y in keys_of.get(b, ()):
                 emit(x, y, jaccard, None if hamming < 0 else hamming, False, a, b)
-    return pa.table(clusters, schema=CLUSTER_SCHEMA), pa.table(out, schema=PAIR_SCHEMA)
+    return pa.table(clusters, schema=CLUSTER_ROW_SCHEMA), pa.table(out, schema=PAIR_SCHEMA)
