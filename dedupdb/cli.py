@@ -356,6 +356,8 @@ def ray_job(
         render.write_json(render.job_json(manifest, str(out)))
     else:
         render.job_summary(manifest, str(out))
+    if manifest.failed_inputs:
+        raise typer.Exit(EXIT_PARTIAL)  # as add: some inputs could not be read, the others were
 
 
 def _write_errors(path: Path, failed: list[tuple[str, str]]) -> None:

@@ -217,7 +217,7 @@ class EndOfRecords:
     end_line: int
 
 
-def _too_long(limit: int) -> str:
+def too_long(limit: int) -> str:
     return f"longer than the record limit of {size_text(limit)} (raise it with --max-record-size)"
 
 
@@ -353,7 +353,7 @@ def read_records(
     for text in lines:
         at = (lines.offset, lines.line)
         if lines.too_long:
-            yield BadRecord(lines.too_long.pop(), _too_long(limit), *at)
+            yield BadRecord(lines.too_long.pop(), too_long(limit), *at)
             continue
         if lines.line == 1:
             text = text.lstrip("\ufeff")
@@ -466,9 +466,9 @@ def _next_row(reader, lines: _Lines, dialect, width: int | None) -> tuple[int, l
     except _TooLong:
         if lines.line > first:
             lines.rewind()
-            return first, None, f"unclosed quote, or a record {_too_long(lines.max_bytes)}; {resumed}"
+            return first, None, f"unclosed quote, or a record {too_long(lines.max_bytes)}; {resumed}"
         lines.end_record()
-        return first, None, _too_long(lines.max_bytes)
+        return first, None, too_long(lines.max_bytes)
     except csv.Error as exc:
         if lines.line > first:
             last, at_end = lines.line, lines.exhausted

@@ -188,7 +188,8 @@ def job_stage(stage: str, seconds: float, rows: int) -> None:
 
 
 def job_json(manifest, out_dir: str) -> dict:
-    return {"out": out_dir, **manifest.counts, "bad_records": manifest.bad_records, "stages": manifest.stages}
+    return {"out": out_dir, **manifest.counts, "bad_records": manifest.bad_records,
+            "failed_inputs": manifest.failed_inputs, "stages": manifest.stages}
 
 
 def job_summary(manifest, out_dir: str) -> None:
@@ -200,7 +201,11 @@ def job_summary(manifest, out_dir: str) -> None:
         line += f", {counts['unique_records']:,} records kept"
     if counts.get("bad_records"):
         line += f", {counts['bad_records']:,} bad records"
+    if counts.get("failed_inputs"):
+        line += f", {counts['failed_inputs']:,} inputs failed"
     console.print(f"{line}; written to {out_dir}", highlight=False, soft_wrap=True)
+    for failed in manifest.failed_inputs:
+        err_console.print(f"failed {failed['path']}: {failed['reason']}", highlight=False, markup=False, soft_wrap=True)
 
 
 def add_summary(summary: AddSummary, verbose: bool = False) -> None:

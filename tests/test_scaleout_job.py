@@ -238,6 +238,7 @@ def test_bucket_counts_summed_are_the_corpus_idf():
     table = stages.sketch_table(pa.table({
         "key": [f"k{i}" for i in range(40)], "input": pa.array([0] * 40, pa.int32()), "record": [str(i) for i in range(40)],
         "text": texts, "ordinal": list(range(40)), "bytes": [len(t) for t in texts], "bad": pa.nulls(40, pa.string()),
+        "failed": [False] * 40,
     }, schema=stages.RECORD_SCHEMA), settings)
     carried = table.filter(pa.compute.is_valid(table.column("minhash")))
     halves = [stages.bucket_counts(carried.slice(0, 20)), stages.bucket_counts(carried.slice(20))]
@@ -288,7 +289,8 @@ def test_shards_of_folders_and_formats(tmp_path):
     for name in ("d/x.jsonl", "d/e/y.csv", "d/notes.md", "d/z.parquet"):
         (tmp_path / name).write_text("")
     found = shards([str(tmp_path / "d")], RecordOptions())
-    assert [(Path(s.uri).name, s.format) for s in found] == [("y.csv", "csv"), ("x.jsonl", "jsonl"), ("z.parquet", "parquet")]
+    # As add walks a folder: its own files first, then its folders'.
+    assert [(Path(s.uri).name, s.format) for s in found] == [("x.jsonl", "jsonl"), ("z.parquet", "parquet"), ("y.csv", "csv")]
     from dedupdb.errors import InputError
 
     with pytest.raises(InputError, match="no such file"):

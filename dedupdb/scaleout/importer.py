@@ -22,9 +22,11 @@ its meta until the import is finished. An import cut short (Ctrl-C, a crash, a f
 behind, which a second import refuses as not empty: delete that file (and its -wal and -shm files) and import
 again. Merging a job into a store that holds documents is not supported.
 
-A file row has no size, time or digest unless the manifest's input gives them (optional keys "size", "mtime_ns",
-"digest" and "records", as `add` stores them): a later `dedupdb add` of the same local file reads it again
-whole (its records replace the imported ones), and `export` leaves its records out until then.
+A file row has the size, time and digest the manifest's input gives (keys "size", "mtime_ns", "digest" and
+"records", as `add` stores them; a job gives them for local record files, with no content digest): a later
+`dedupdb add` of the unchanged file finds it unchanged, one of a changed file reads it again whole (its records
+replace the imported ones), and `export` reads its records back. Without them (URIs, Parquet) the row has none,
+and `export` leaves its records out.
 """
 
 from __future__ import annotations

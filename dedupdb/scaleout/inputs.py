@@ -16,7 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import MAX_RECORD_BYTES
 from ..errors import InputError
+from ..sources import Candidate, WalkRules, walk
 from ..records import (
     BadRecord,
     EndOfRecords,
@@ -27,6 +29,7 @@ from ..records import (
     open_record_file,
     read_records,
     sniff_encoding,
+    too_long,
 )
 
 PARQUET = "parquet"
@@ -80,7 +83,10 @@ def shards(inputs: list[str], options: RecordOptions) -> list[Shard]:
 def _facts(uri: str, fmt: str) -> tuple[int, int, str] | None:
     if is_uri(uri) or fmt == PARQUET:
         return None  # add reads neither
-    st = os.stat(uri)
+    try:
+        st = os.stat(uri)
+    except OSError as exc:
+        raise InputError(f"{uri}: cannot be read ({exc.strerror or exc})") from None
     if compression_of(uri):
         return 0, st.st_mtime_ns, f"@{st.st_size}"
     return st.st_size, st.st_mtime_ns, ""
@@ -120,9 +126,11 @@ def _expand(given: str) -> Iterator[tuple[str, bool]]:
         raise InputError(f"no such file or folder: {given}")
     path = path.resolve()
     if path.is_dir():
-        found = [Path(root) / name for root, _, files in os.walk(path) for name in files if not name.startswith(".")]
-        for member in sorted(found):
-            yield str(member), True
+        # As add walks a folder (its own files first, hidden ones, links and special files passed over), so that
+        # a job and a store read the same files in the same order; Parquet, which add never reads, too.
+        for item in walk(path, WalkRules(include=("*.parquet",))):
+            if isinstance(item, Candidate):
+                yield str(item.path), True
     else:
         yield str(path), False
 
@@ -159,11 +167,21 @@ def shard_records(shard: Shard) -> Iterator[ShardRecord | BadRecord]:
     for item in _records(shard, options):
         if isinstance(item, BadRecord):
             yield item
+        elif not _encodable(item.text) or not _encodable(item.record_id):
+            yield BadRecord(item.line, "not valid Unicode (a lone surrogate)", 0)
         elif item.record_id in seen:
             yield BadRecord(item.line, f"duplicate id {item.record_id!r}", 0)
         else:
             seen.add(item.record_id)
             yield item
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _records(shard: Shard, options: RecordOptions) -> Iterator[ShardRecord | BadRecord]:
@@ -194,6 +212,7 @@ def _parquet_records(path: Path, options: RecordOptions) -> Iterator[ShardRecord
         if field and field not in names:
             raise InputError(f"{path}: no column {field!r} ({', '.join(names[:10])})")
     columns = [options.text_field] + ([options.id_field] if options.id_field else [])
+    limit = options.max_record_bytes or MAX_RECORD_BYTES
     row = 0
     for batch in table_file.iter_batches(batch_size=4096, columns=columns):
         texts = batch.column(0).to_pylist()
@@ -207,7 +226,11 @@ def _parquet_records(path: Path, options: RecordOptions) -> Iterator[ShardRecord
             if record_id is None or record_id == "":
                 yield BadRecord(row, f"no value for {options.id_field!r}", 0)
                 continue
-            yield ShardRecord(str(record_id), row, str(text), "")
+            text = text if isinstance(text, str) else str(text)
+            if len(text) > limit or len(text.encode("utf-8", errors="replace")) > limit:
+                yield BadRecord(row, too_long(limit), 0)
+                continue
+            yield ShardRecord(str(record_id), row, text, "")
 
 
 def header_line(shard: Shard) -> str | None:

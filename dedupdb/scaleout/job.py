@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import Settings
-from ..errors import InputError
+from ..errors import DedupError, InputError
 from ..lsh import Candidates, scheme_meta
 from ..records import RecordOptions
 from . import stages
@@ -78,7 +78,8 @@ class Job:
         sketched = self._stage("sketch", lambda: records.repartition(blocks).map_batches(
             stages.sketch_table, fn_kwargs={"settings": self.settings}, batch_size=SKETCH_BATCH, batch_format="pyarrow"))
         records = None  # each stage's input is let go once it is used, so the object store holds about two stages
-        bad = _where(sketched, _is_bad)
+        failed = [{"path": r["key"], "reason": r["bad"]} for r in _where(sketched, _is_failed).take_all()]
+        bad = _where(sketched, _is_bad_record)
         bad_count = bad.count()
         bad_sample = [{"where": r["key"], "reason": r["bad"]} for r in bad.take(100)] if bad_count else []
         # Only what the later stages need of a document travels on (its sketch leaves with its text's row).
@@ -104,8 +105,9 @@ class Job:
         (out / IDF).write_bytes(df)
         manifest = Manifest(
             settings=self.settings.to_meta(), scheme=scheme_meta(self.scheme), inputs=[s.as_dict() for s in found],
-            idf_documents=worded, keep=self.keep, stages=self.stages, bad_records=bad_sample,
-            counts={"records": documents.count(), "bad_records": bad_count, "texts": texts_count,
+            idf_documents=worded, keep=self.keep, stages=self.stages, bad_records=bad_sample, failed_inputs=failed,
+            counts={"records": documents.count(), "bad_records": bad_count, "failed_inputs": len(failed),
+                    "texts": texts_count,
                     "candidate_pairs": candidates_count, "verified_pairs": verified.count(),
                     "clustered_documents": _where(clustered, _is_cluster).count(),
                     "document_pairs": _where(clustered, _is_pair).count()},
@@ -278,8 +280,12 @@ def _where(dataset, predicate):
     return dataset.map_batches(lambda table: table.filter(predicate(table)), batch_format="pyarrow")
 
 
-def _is_bad(table: pa.Table):
-    return pc.is_valid(table.column("bad"))
+def _is_failed(table: pa.Table):
+    return table.column("failed")
+
+
+def _is_bad_record(table: pa.Table):
+    return pc.and_(pc.is_valid(table.column("bad")), pc.invert(table.column("failed")))
 
 
 def _is_good(table: pa.Table):
@@ -353,9 +359,12 @@ def _write_unique(found: list[Shard], clustered, folder: Path):
 
 def _empty_folder(out: Path) -> Path:
     out = Path(out).expanduser()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"{out}: the output folder must be new or empty")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise InputError(f"{out}: the output folder must be new or empty")
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot be made ({exc.strerror or exc})") from None
     return out.resolve()
 
 
@@ -365,7 +374,7 @@ def start_ray(address: str | None, workers: int | None, quiet: bool = True) -> N
 
     if quiet:  # the job reports its stages itself; Ray's and Ray Data's notes would bury them
         logging.getLogger("ray").setLevel(logging.WARNING)
-        logging.getLogger("ray.data").setLevel(logging.ERROR)
+        logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # a failed task's trace: the error says it in a line
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local runtime on loopback needs no token
@@ -395,4 +404,12 @@ def run(inputs: list[str], out: Path, settings: Settings, scheme: Candidates, op
 
     context.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
     context.print_on_execution_start = False
-    return Job(settings, scheme, keep, progress).run(inputs, Path(out), options, unique)
+    try:
+        return Job(settings, scheme, keep, progress).run(inputs, Path(out), options, unique)
+    except Exception as exc:
+        # An error of dedupdb's raised in a task reaches the driver wrapped in Ray's, whose text is the task's
+        # whole trace: the user gets dedupdb's one line.
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, DedupError):
+            raise InputError(str(cause)) from None
+        raise

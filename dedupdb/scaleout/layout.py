@@ -62,6 +62,7 @@ class Manifest:
     counts: dict[str, int] = field(default_factory=dict)
     stages: list[dict] = field(default_factory=list)  # {"stage", "seconds", "rows", "bytes"} in order
     bad_records: list[dict] = field(default_factory=list)  # {"where", "reason"}: the first hundred
+    failed_inputs: list[dict] = field(default_factory=list)  # {"path", "reason"}: shards that could not be read
 
     def write(self, out: Path) -> None:
         body = {"format": FORMAT, "version": VERSION, **self.__dict__}

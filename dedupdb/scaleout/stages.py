@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import Settings
+from ..errors import DedupError
 from ..fingerprint import Fingerprint, Fingerprinter, Sketch
 from ..grouping import keep_order, neighbours, stars
 from ..hashing import ranges, to_signed64, to_unsigned64
@@ -28,15 +29,27 @@ from .layout import content_number, ordinal
 
 RECORD_SCHEMA = pa.schema([
     ("key", pa.string()), ("input", pa.int32()), ("record", pa.string()), ("text", pa.string()),
-    ("ordinal", pa.int64()), ("bytes", pa.int64()), ("bad", pa.string()),
+    ("ordinal", pa.int64()), ("bytes", pa.int64()), ("bad", pa.string()), ("failed", pa.bool_()),
 ])
 
 
 def read_shard(index: int, shard: Shard, rows: int = 4096):
     """The records of one shard as tables of RECORD_SCHEMA, `rows` at a time; a bad record is a row with its
-    reason in `bad` (and no text), so the job can count and list them."""
+    reason in `bad` (and no text), so the job can count and list them. A shard that cannot be read (no such
+    column, not Parquet, corrupt compressed data) ends with a row keyed by the shard itself, `failed`, with the
+    reason: the job goes on without it, as add goes on past a file it cannot read (keeping what was read)."""
     columns: dict[str, list] = {name: [] for name in RECORD_SCHEMA.names}
-    for item in shard_records(shard):
+    items = shard_records(shard)
+    while True:
+        try:
+            item = next(items)
+        except StopIteration:
+            break
+        except (DedupError, OSError) as exc:
+            reason = str(exc) if isinstance(exc, DedupError) else (exc.strerror or str(exc))
+            for name, value in zip(RECORD_SCHEMA.names, (shard.uri, index, None, None, ordinal(index, 0), 0, reason, True)):
+                columns[name].append(value)
+            break
         good = isinstance(item, ShardRecord)
         columns["key"].append(f"{shard.uri}#{item.record_id}" if good else f"{shard.uri}:{item.line}")
         columns["input"].append(index)
@@ -45,6 +58,7 @@ def read_shard(index: int, shard: Shard, rows: int = 4096):
         columns["ordinal"].append(ordinal(index, item.line))
         columns["bytes"].append(len(item.text.encode("utf-8")) if good else 0)
         columns["bad"].append(None if good else item.reason)
+        columns["failed"].append(False)
         if len(columns["key"]) >= rows:
             yield pa.table(columns, schema=RECORD_SCHEMA)
             columns = {name: [] for name in RECORD_SCHEMA.names}
@@ -68,7 +82,7 @@ SKETCH_SCHEMA = pa.schema([
 # every record's), whether its text has a SimHash (an exact pair is at distance 0 then), and why it was left out
 # if it was.
 SKETCHED_SCHEMA = pa.schema([*DOCUMENT_SCHEMA, *(f for f in SKETCH_SCHEMA if f.name != "content"),
-                             ("simhashed", pa.bool_()), ("bad", pa.string())])
+                             ("simhashed", pa.bool_()), ("bad", pa.string()), ("failed", pa.bool_())])
 
 
 def sketch_table(table: pa.Table, settings: Settings) -> pa.Table:
@@ -79,7 +93,7 @@ def sketch_table(table: pa.Table, settings: Settings) -> pa.Table:
     texts = table.column("text").to_pylist()
     results = dict(zip(good, sketch_records(settings, [texts[i] for i in good])))
     out: dict[str, list] = {name: [] for name in SKETCHED_SCHEMA.names}
-    for name in ("key", "input", "record", "bytes", "ordinal", "bad"):
+    for name in ("key", "input", "record", "bytes", "ordinal", "bad", "failed"):
         out[name] = table.column(name).to_pylist()
     simhashed = {h: _has_simhash(s, settings) for h, s, _ in results.values() if s is not None}
     chars = {h: s.chars for h, s, _ in results.values() if s is not None}  # every record's, for the keep rules
