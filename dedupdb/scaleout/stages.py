@@ -21,7 +21,7 @@ from ..index import index_rows
 from ..lsh import Candidates
 from ..pipeline import sketch_records
 from ..verify import PairJudge, Signature
-from ..weights import DF_BUCKETS, CorpusIdf, word_buckets
+from ..weights import DF_BUCKETS, CorpusIdf
 from .inputs import Shard, ShardRecord, shard_records
 from .layout import content_number, ordinal
 
@@ -76,7 +76,7 @@ DOCUMENT_SCHEMA = pa.schema([
 SKETCH_SCHEMA = pa.schema([
     ("content", pa.int64()), ("hash", pa.binary()), ("chars", pa.int64()), ("shingles", pa.int64()),
     ("minhash", pa.binary()), ("sketch", pa.binary()), ("simhash", pa.int64()), ("word_hashes", pa.binary()),
-    ("word_counts", pa.binary()), ("tokens", pa.int64()), ("fingerprints", pa.binary()),
+    ("word_counts", pa.binary()), ("word_buckets", pa.binary()), ("tokens", pa.int64()), ("fingerprints", pa.binary()),
 ])
 # Each record's document, the sketch its text carries if it is the first of the table with that text (chars is
 # every record's), whether its text has a SimHash (an exact pair is at distance 0 then), and why it was left out
@@ -120,14 +120,15 @@ def _has_simhash(s: Sketch, settings: Settings) -> bool:
 def _sketch_columns(s: Sketch | None) -> dict:
     if s is None:
         return {name: None for name in ("chars", "shingles", "minhash", "sketch", "simhash", "word_hashes",
-                                        "word_counts", "tokens", "fingerprints")}
+                                        "word_counts", "word_buckets", "tokens", "fingerprints")}
     words = s.words
     return {
         "chars": s.chars, "shingles": s.shingles, "minhash": s.minhash.astype("<u2").tobytes(),
         "sketch": s.sketch.astype("<u4").tobytes(), "simhash": None if s.simhash is None else to_signed64(s.simhash),
         "word_hashes": None if words is None else words[0].astype("<u8").tobytes(),
-        # Counts fit 32 bits, and the IDF buckets follow from the hashes: a sketch row crosses a shuffle.
-        "word_counts": None if words is None else words[1].astype("<u4").tobytes(),
+        "word_counts": None if words is None else words[1].astype("<u4").tobytes(),  # 32 bits: it crosses a shuffle
+        # The corpus IDF's buckets as add's workers hand them to the store, which counts them.
+        "word_buckets": None if words is None else words[2].astype("<u4").tobytes(),
         "tokens": s.tokens,
         "fingerprints": None if s.fingerprints is None else s.fingerprints.astype("<u4").tobytes(),
     }
@@ -152,7 +153,7 @@ def first_per_content(table: pa.Table) -> pa.Table:
 
 def bucket_counts(table: pa.Table) -> pa.Table:
     """(bucket, texts) of one table of sketches: in how many of its texts each word bucket occurs (weights.py)."""
-    parts = word_buckets([np.frombuffer(b, "<u8") for b in table.column("word_hashes").to_pylist() if b is not None])
+    parts = [np.frombuffer(b, "<u4") for b in table.column("word_buckets").to_pylist() if b is not None]
     texts = len(parts)
     if not parts:
         return pa.table({"bucket": pa.array([], pa.int64()), "texts": pa.array([], pa.int64()),
@@ -205,8 +206,8 @@ def signatures(table: pa.Table, settings: Settings, df: bytes, documents: int) -
 def _sketch_of(row: dict) -> Sketch:
     words = None
     if row["word_hashes"] is not None:
-        hashes = np.frombuffer(row["word_hashes"], "<u8")
-        words = (hashes, np.frombuffer(row["word_counts"], "<u4").astype(np.int64), word_buckets([hashes])[0])
+        words = (np.frombuffer(row["word_hashes"], "<u8"), np.frombuffer(row["word_counts"], "<u4").astype(np.int64),
+                 np.frombuffer(row["word_buckets"], "<u4"))
     fingerprints = None if row["fingerprints"] is None else np.frombuffer(row["fingerprints"], "<u4")
     simhash = None if row["simhash"] is None else to_unsigned64(row["simhash"])
     return Sketch(row["hash"], row["chars"], row["shingles"], np.frombuffer(row["minhash"], "<u2"),
