@@ -384,12 +384,24 @@ def _pick(obj, options: RecordOptions, line: int) -> tuple[str, str] | str:
         return f"no field {options.text_field!r}"
     if not isinstance(text, str):
         text = json.dumps(text, ensure_ascii=False) if not isinstance(text, (int, float)) else str(text)
+    record_id = str(line)
     if options.id_field:
         value = obj.get(options.id_field)
         if value is None or value == "":
             return f"no field {options.id_field!r}"
-        return str(value), text
-    return str(line), text
+        record_id = str(value)
+    # A JSON escape can name half of a surrogate pair ("\ud800"), which no text encoding can hold.
+    if not _encodable(text) or not _encodable(record_id):
+        return "not valid Unicode (an unpaired surrogate escape)"
+    return record_id, text
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _csv_records(

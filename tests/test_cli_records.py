@@ -41,6 +41,19 @@ def test_jsonl_records_with_ids_and_a_malformed_line(cli, tmp_path):
     assert hits[0]["key"].endswith("posts.jsonl#p1") and hits[0]["record"] == "p1"
 
 
+def test_a_record_escaping_half_a_surrogate_pair_is_a_bad_record(cli, tmp_path):
+    path = tmp_path / "posts.jsonl"
+    # json.dumps writes a lone surrogate as the escape "\ud800", which decodes to a str no encoding can hold.
+    rows = [{"text": ENGLISH}, {"text": "abc \ud800 def"}, {"id": "\udfff", "text": ENGLISH_OTHER}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    summary = _summary(cli("add", str(path), "--id-field", "id", "--format", "json"))
+    assert summary["records"] == 0 and summary["bad_record_count"] == 3  # no id, no id, a lone surrogate id
+    summary = _summary(cli("add", str(path), "--records", "jsonl", "--format", "json", "--text-field", "text"))
+    assert summary["records"] == 2
+    assert [(b["where"].rsplit(":", 1)[-1], b["reason"]) for b in summary["bad_records"]] == [
+        ("2", "not valid Unicode (an unpaired surrogate escape)")]
+
+
 def test_csv_with_sniffed_delimiter_and_text_field(cli, tmp_path):
     path = tmp_path / "table.csv"
     rows = ["id;body;lang", f'a;"{ENGLISH}";en', f'b;"{ENGLISH_EDITED}";en', f"c;{ENGLISH_OTHER.replace(',', '')};en",

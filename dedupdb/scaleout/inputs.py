@@ -167,21 +167,11 @@ def shard_records(shard: Shard) -> Iterator[ShardRecord | BadRecord]:
     for item in _records(shard, options):
         if isinstance(item, BadRecord):
             yield item
-        elif not _encodable(item.text) or not _encodable(item.record_id):
-            yield BadRecord(item.line, "not valid Unicode (a lone surrogate)", 0)
         elif item.record_id in seen:
             yield BadRecord(item.line, f"duplicate id {item.record_id!r}", 0)
         else:
             seen.add(item.record_id)
             yield item
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _records(shard: Shard, options: RecordOptions) -> Iterator[ShardRecord | BadRecord]:
