@@ -188,8 +188,14 @@ def job_stage(stage: str, seconds: float, rows: int) -> None:
 
 
 def job_json(manifest, out_dir: str) -> dict:
-    return {"out": out_dir, **manifest.counts, "bad_records": manifest.bad_records,
-            "failed_inputs": manifest.failed_inputs, "stages": manifest.stages}
+    """A job's summary under add's names where they mean the same (bad_record_count, failed, failed_paths)."""
+    counts = manifest.counts
+    return {
+        "out": out_dir, "records": counts["records"], "bad_record_count": counts["bad_records"],
+        "bad_records": manifest.bad_records, "failed": counts["failed_inputs"], "failed_paths": manifest.failed_inputs,
+        **{k: counts[k] for k in ("texts", "candidate_pairs", "verified_pairs", "clustered_documents", "document_pairs")},
+        "unique_records": counts.get("unique_records"), "stages": manifest.stages,
+    }
 
 
 def job_summary(manifest, out_dir: str) -> None:

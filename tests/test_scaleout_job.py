@@ -323,6 +323,13 @@ def test_cli_runs_a_job_and_reports_it(ray_runtime, runner, tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["records"] == 35 and summary["texts"] == 30 and summary["document_pairs"] == 5
+    from .test_cli_scripts import _documented_fields
+
+    documented = _documented_fields()
+    assert set(summary) == documented["ray"] and summary["failed"] == 0 and summary["unique_records"] is None
+    imported = runner.invoke(app, ["--db", str(tmp_path / "imported.db"), "import", str(out), "--format", "json"])
+    assert imported.exit_code == 0, imported.output
+    assert set(json.loads(imported.stdout)) == documented["import"]
     assert [s["stage"] for s in summary["stages"]][:2] == ["read", "sketch"]
     again = runner.invoke(app, ["ray", str(source), "--out", str(out)])
     assert again.exit_code == 1 and "must be new or empty" in again.output
