@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .cluster import dense_components
 from .config import default_db_path
 from .errors import DatabaseError
 from .hashing import distinct, distinct_counts, fmix64
@@ -325,7 +326,7 @@ def _check_clusters(store: Store, max_id: int) -> list[Problem]:
         keep = exists[a] & exists[b]
         sides_a.append(a[keep])
         sides_b.append(b[keep])
-    expected = components(size, np.concatenate(sides_a), np.concatenate(sides_b))
+    expected = dense_components(size, np.concatenate(sides_a), np.concatenate(sides_b))
     wrong = np.flatnonzero(exists & (stored != expected))
     if len(wrong) == 0:
         return []
@@ -335,20 +336,3 @@ def _check_clusters(store: Store, max_id: int) -> list[Problem]:
     return [Problem("clusters", len(wrong), "contents with a wrong cluster label", examples)]
 
 
-def components(size: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """For nodes 0..size-1 and edges (a[i], b[i]): each node's smallest connected node (vectorized hooking and
-    pointer jumping). Every label is a node of the same component and never above the node itself, so when
-    every edge joins equal labels, a component's label is its smallest node."""
-    label = np.arange(size, dtype=np.int64)
-    while True:
-        while True:  # pointer jumping: every label a root
-            jumped = label[label]
-            if np.array_equal(jumped, label):
-                break
-            label = jumped
-        la, lb = label[a], label[b]
-        if np.array_equal(la, lb):
-            return label
-        low = np.minimum(la, lb)
-        np.minimum.at(label, la, low)  # hook each root to the smaller root it is joined to
-        np.minimum.at(label, lb, low)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import dedupdb
-from dedupdb.check import CHECKS, components
-from dedupdb.cluster import components as union_find_components
+from dedupdb.check import CHECKS
+from dedupdb.cluster import components as union_find_components, dense_components as components
 
 from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, stored_rows, tamper_rows, write
 

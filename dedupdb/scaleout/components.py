@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..cluster import dense_components
+
 if TYPE_CHECKING:
     import ray.data
 
@@ -46,9 +48,8 @@ def driver_labels(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 def _labels_of_ends(ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """driver_labels of the int64 edge ends given as all the a then all the b; sorts `ends` in place.
 
-    Nodes are relabelled densely in sorted order, so the smallest dense index of a component is its smallest node.
-    Each round hooks every root under the smallest root it has an edge to, then jumps pointers until every node
-    points at its root, and contracts the edges onto the roots: a chain converges in a few rounds, not one per node.
+    Nodes are relabelled densely in sorted order, so the smallest dense index of a component is its smallest node
+    (cluster.dense_components labels them).
     Peak memory is the ends and their sort order (32 bytes an edge) plus the dense ends and their running count (8
     bytes an edge each while there are fewer than 2**31 nodes).
     """
@@ -62,29 +63,7 @@ def _labels_of_ends(ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     dense = np.empty(ends.size, dtype=index_type)
     dense[order] = np.cumsum(first, dtype=index_type) - 1
     del order, first
-    u, v = dense[:edge_count], dense[edge_count:]
-    parent = np.arange(nodes.size, dtype=index_type)
-    while True:
-        # u and v are roots here: an edge inside one tree is done with for good.
-        crossing = u != v
-        u, v = u[crossing], v[crossing]
-        if u.size == 0:
-            break
-        # parent[x] <= x always holds and only decreases, so the parents stay a forest.
-        np.minimum.at(parent, u, v)
-        np.minimum.at(parent, v, u)
-        _jump_to_roots(parent)
-        u, v = parent[u], parent[v]
-    return nodes, nodes[parent]
-
-
-def _jump_to_roots(parent: np.ndarray) -> None:
-    """Pointer jumping in place: log2(depth) passes until every node points at its root."""
-    while True:
-        grandparent = parent[parent]
-        if np.array_equal(grandparent, parent):
-            return
-        parent[:] = grandparent
+    return nodes, nodes[dense_components(nodes.size, dense[:edge_count], dense[edge_count:])]
 
 
 def star_labels(edges: "ray.data.Dataset", partitions: int | None = None) -> "ray.data.Dataset":

@@ -410,10 +410,10 @@ def _import_pairs(
 def _set_clusters(db: "Database", contents: _ContentMap, a: np.ndarray, b: np.ndarray, held: np.ndarray) -> int:
     """Label every content with the smallest id of its connected component; returns how many components hold two
     documents or more."""
-    from ..check import components
+    from ..cluster import dense_components
 
     first, count = contents.first, len(contents)
-    labels = components(first + count, a, b)[first:]
+    labels = dense_components(first + count, a, b)[first:]
     moved = np.flatnonzero(labels != np.arange(first, first + count))
     for start in range(0, len(moved), BATCH_ROWS):
         chunk = moved[start : start + BATCH_ROWS]
