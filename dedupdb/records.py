@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 from .errors import InputError
 from .config import MAX_RECORD_BYTES, size_text
-from .sources import decode
+from .sources import decode, valid_utf8
 
 FORMATS = ("jsonl", "csv", "lines")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv"}
@@ -390,18 +390,10 @@ def _pick(obj, options: RecordOptions, line: int) -> tuple[str, str] | str:
         if value is None or value == "":
             return f"no field {options.id_field!r}"
         record_id = str(value)
-    # A JSON escape can name half of a surrogate pair ("\ud800"), which no text encoding can hold.
-    if not _encodable(text) or not _encodable(record_id):
+    if not valid_utf8(text) or not valid_utf8(record_id):  # a JSON escape can name half a surrogate pair
         return "not valid Unicode (an unpaired surrogate escape)"
     return record_id, text
 
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _csv_records(

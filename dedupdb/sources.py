@@ -131,7 +131,7 @@ def walk(root: Path, rules: WalkRules = WalkRules(), exclude: tuple[str, ...] = 
         kept = []
         for name in sorted(subdirs):
             path = base / name
-            if not _valid_name(name):
+            if not valid_utf8(name):
                 yield Skipped(path, "name is not valid UTF-8")
             elif not follow and path.is_symlink():
                 yield Skipped(path, "symbolic link")
@@ -155,10 +155,11 @@ def walk(root: Path, rules: WalkRules = WalkRules(), exclude: tuple[str, ...] = 
             yield from _consider(base / name, rules, exclude, explicit=False)
 
 
-def _valid_name(name: str) -> bool:
-    """Names that are not valid UTF-8 reach Python with surrogates, which the store cannot hold."""
+def valid_utf8(text: str) -> bool:
+    """Whether text holds no lone surrogate, which the store cannot hold: names that are not valid UTF-8 reach
+    Python with them, and a JSON escape can name one ("\\ud800")."""
     try:
-        name.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True
@@ -170,7 +171,7 @@ def readable_name(path: str | Path) -> str:
 
 
 def _consider(path: Path, rules: WalkRules, exclude: tuple[str, ...], explicit: bool):
-    if not _valid_name(str(path)):
+    if not valid_utf8(str(path)):
         yield Skipped(Path(readable_name(path)), "name is not valid UTF-8")
         return
     if not explicit and path.name.startswith("."):
