@@ -121,12 +121,14 @@ class Job:
     def _stage(self, name: str, build):
         started = time.perf_counter()
         dataset = build().materialize()
-        seconds = time.perf_counter() - started
-        rows = dataset.count()
-        self.stages.append({"stage": name, "seconds": round(seconds, 3), "rows": rows, "bytes": dataset.size_bytes()})
+        self._record(name, time.perf_counter() - started, dataset.count(), dataset.size_bytes())
+        return dataset
+
+    def _record(self, name: str, seconds: float, rows: int, size: int) -> None:
+        """A stage's time, rows and bytes into the manifest, and its line to whoever follows the job."""
+        self.stages.append({"stage": name, "seconds": round(seconds, 3), "rows": rows, "bytes": size})
         if self.progress:
             self.progress(name, seconds, rows)
-        return dataset
 
     def partitions(self, rows: int) -> int:
         if self._partitions:
@@ -158,10 +160,7 @@ class Job:
         for batch in summed.iter_batches(batch_format="numpy", batch_size=1 << 16):
             df[batch["bucket"].astype(np.intp)] += batch["texts"].astype(np.uint32)
             worded += int(batch["worded"].sum())
-        self.stages.append({"stage": "idf", "seconds": round(time.perf_counter() - started, 3),
-                            "rows": summed.count(), "bytes": summed.size_bytes()})
-        if self.progress:
-            self.progress("idf", time.perf_counter() - started, summed.count())
+        self._record("idf", time.perf_counter() - started, summed.count(), summed.size_bytes())
         return df.astype("<u4").tobytes(), worded
 
     def _candidates(self, signatures):
@@ -189,21 +188,18 @@ class Job:
 
         started = time.perf_counter()
         nodes, found = labels(verified.select_columns(["a", "b"]), verified.count())
-        seconds = time.perf_counter() - started
-        self.stages.append({"stage": "components", "seconds": round(seconds, 3), "rows": len(nodes), "bytes": 0})
-        if self.progress:
-            self.progress("components", seconds, len(nodes))
+        self._record("components", time.perf_counter() - started, len(nodes), 0)
         return nodes, found
 
     def _clusters(self, documents, verified, nodes: np.ndarray, labels: np.ndarray):
         import ray
 
-        pairs = verified.to_pandas() if verified.count() else None
-        a = np.array([], np.int64) if pairs is None else pairs["a"].to_numpy(np.int64)
+        pairs = pa.concat_tables([stages.VERIFIED_SCHEMA.empty_table(),
+                                  *verified.iter_batches(batch_size=None, batch_format="pyarrow")])
         arrays = {
-            "a": a, "b": np.array([], np.int64) if pairs is None else pairs["b"].to_numpy(np.int64),
-            "jaccard": np.array([], float) if pairs is None else pairs["jaccard"].to_numpy(float),
-            "hamming": np.array([], np.int64) if pairs is None else pairs["hamming"].fillna(-1).to_numpy(np.int64),
+            "a": pairs.column("a").to_numpy(), "b": pairs.column("b").to_numpy(),
+            "jaccard": pairs.column("jaccard").to_numpy(),
+            "hamming": pc.fill_null(pairs.column("hamming"), -1).to_numpy().astype(np.int64),
         }
         arrays["cluster"] = _label(nodes, labels, arrays["a"])
         pairs_ref, labels_ref = ray.put(arrays), ray.put((nodes, labels))
@@ -240,23 +236,25 @@ class Job:
             str(out / CLUSTERS))
         for folder in (DOCUMENTS, SIGNATURES, PAIRS, CLUSTERS):
             (out / folder).mkdir(exist_ok=True)  # a dataset of no rows writes no file, and no folder
-        seconds = time.perf_counter() - started
-        self.stages.append({"stage": "write", "seconds": round(seconds, 3), "rows": 0, "bytes": 0})
-        if self.progress:
-            self.progress("write", seconds, 0)
+        self._record("write", time.perf_counter() - started, 0, 0)
 
 
 # --- helpers run inside Ray tasks (module level: they pickle by reference) ---------------------------------------
 
-def _records(found: list[Shard]):
+def _each_shard(found: list[Shard], fn):
+    """fn(batch of one shard's index) in a task of its own for each shard."""
     import ray
 
+    items = ray.data.from_items([{"index": i} for i in range(len(found))], override_num_blocks=len(found))
+    return items.map_batches(fn, batch_size=1, batch_format="numpy")
+
+
+def _records(found: list[Shard]):
     def read(batch: dict) -> object:
         for index in batch["index"].tolist():
             yield from stages.read_shard(index, found[index])
 
-    items = ray.data.from_items([{"index": i} for i in range(len(found))], override_num_blocks=len(found))
-    return items.map_batches(read, batch_size=1, batch_format="numpy")
+    return _each_shard(found, read)
 
 
 def _mixed(values: np.ndarray) -> np.ndarray:
@@ -353,8 +351,7 @@ def _write_unique(found: list[Shard], clustered, folder: Path):
         kept = [write_kept(i, found[i], set(drop.get(i, ())), folder) for i in batch["index"].tolist()]
         return {"index": batch["index"], "kept": np.array(kept, np.int64)}
 
-    items = ray.data.from_items([{"index": i} for i in range(len(found))], override_num_blocks=len(found))
-    return items.map_batches(write, batch_size=1, batch_format="numpy")
+    return _each_shard(found, write)
 
 
 def _empty_folder(out: Path) -> Path:
