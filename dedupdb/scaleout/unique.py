@@ -4,6 +4,7 @@ job."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ..records import compression_of
@@ -19,10 +20,17 @@ def kept_name(index: int, shard: Shard) -> str:
 
 
 def write_kept(index: int, shard: Shard, dropped: set[str], folder: Path) -> int:
-    """Write the records of a shard whose ids are not in dropped; returns how many were written."""
+    """Write the records of a shard whose ids are not in dropped; returns how many were written. A shard behind a
+    URI is fetched once, and read from that copy however many times this takes."""
     target = folder / kept_name(index, shard)
-    if shard.format == PARQUET:
-        return _write_parquet(shard, dropped, target)
+    with local_copy(shard.uri) as path:
+        local = replace(shard, uri=str(path))
+        if shard.format == PARQUET:
+            return _write_parquet(local, dropped, target)
+        return _write_records(local, dropped, target)
+
+
+def _write_records(shard: Shard, dropped: set[str], target: Path) -> int:
     kept = 0
     with open(target, "w", encoding="utf-8", newline="") as out:
         header = header_line(shard)
