@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_add import process_memory  # noqa: E402  (a script beside this one)
+from bench_add import process_memory, version  # noqa: E402  (a script beside this one)
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 CORPUS = "en_imdb_aclImdb.jsonl.gz"
@@ -58,18 +58,6 @@ SHUFFLING = ("texts", "idf", "candidates", "verify", "clusters")
 # shows about 0.1 here: the kernel and the sampling itself), and the pause before a disturbed one is re-run.
 DISTURBED = 0.25
 RETRY_PAUSE = 20
-
-
-def version() -> str:
-    import dedupdb
-
-    root = Path(dedupdb.__file__).resolve().parents[1]
-    try:
-        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "dedupdb"], capture_output=True, text=True)
-        return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if rev.returncode == 0 else "unknown"
-    except OSError:
-        return "unknown"
 
 
 # --- the input ------------------------------------------------------------------------------------------------------
