@@ -322,12 +322,8 @@ _COMBINED_SCHEMA = pa.schema([("kind", pa.string()), *stages.CLUSTER_ROW_SCHEMA,
 def _combined(clusters: pa.Table, pairs: pa.Table) -> pa.Table:
     """Clusters and pairs in one table (a map_groups call returns one), told apart by kind."""
     def widen(table: pa.Table, kind: str) -> pa.Table:
-        n = table.num_rows
-        columns = {"kind": pa.array([kind] * n, pa.string())}
-        for field in _COMBINED_SCHEMA:
-            if field.name != "kind":
-                columns[field.name] = table.column(field.name) if field.name in table.column_names else pa.nulls(n, field.type)
-        return pa.table(columns, schema=_COMBINED_SCHEMA)
+        columns = {name: table.column(name) for name in table.column_names}
+        return stages.padded(_COMBINED_SCHEMA, table.num_rows, {**columns, "kind": pa.array([kind] * table.num_rows)})
 
     return pa.concat_tables([widen(clusters, "cluster"), widen(pairs, "pair")])
 

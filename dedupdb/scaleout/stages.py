@@ -269,24 +269,23 @@ JOIN_SCHEMA = pa.schema([
 VERIFIED_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("jaccard", pa.float64()), ("hamming", pa.int32())])
 
 
+def padded(schema: pa.Schema, rows: int, columns: dict) -> pa.Table:
+    """A table of the schema holding these columns, and nulls in every other."""
+    return pa.table({f.name: columns[f.name] if f.name in columns else pa.nulls(rows, f.type) for f in schema},
+                    schema=schema)
+
+
 def sketch_rows(table: pa.Table) -> pa.Table:
     """Signatures as the sketch rows of a verification round."""
     n = table.num_rows
-    return pa.table({
-        "a": table.column("content"), "b": pa.nulls(n, pa.int64()), "is_sketch": pa.array(np.ones(n, bool)),
-        "sketch": table.column("sketch"), "simhash": table.column("simhash"),
-        "sketch_a": pa.nulls(n, pa.binary()), "simhash_a": pa.nulls(n, pa.int64()),
-    }, schema=JOIN_SCHEMA)
+    return padded(JOIN_SCHEMA, n, {"a": table.column("content"), "is_sketch": pa.array(np.ones(n, bool)),
+                                   "sketch": table.column("sketch"), "simhash": table.column("simhash")})
 
 
 def pair_rows(table: pa.Table) -> pa.Table:
     """Candidate pairs as the pair rows of the first verification round."""
     n = table.num_rows
-    return pa.table({
-        "a": table.column("a"), "b": table.column("b"), "is_sketch": pa.array(np.zeros(n, bool)),
-        "sketch": pa.nulls(n, pa.binary()), "simhash": pa.nulls(n, pa.int64()),
-        "sketch_a": pa.nulls(n, pa.binary()), "simhash_a": pa.nulls(n, pa.int64()),
-    }, schema=JOIN_SCHEMA)
+    return padded(JOIN_SCHEMA, n, {"a": table.column("a"), "b": table.column("b"), "is_sketch": pa.array(np.zeros(n, bool))})
 
 
 def _split(table: pa.Table) -> tuple[dict[int, tuple[bytes, int | None]], pa.Table]:
@@ -306,12 +305,10 @@ def carry_left(table: pa.Table) -> pa.Table:
     keep = [h is not None for h in held]
     pairs = pairs.filter(pa.array(keep, pa.bool_()))
     held = [h for h in held if h is not None]
-    n = pairs.num_rows
-    return pa.table({
-        "a": pairs.column("a"), "b": pairs.column("b"), "is_sketch": pa.array(np.zeros(n, bool)),
-        "sketch": pa.nulls(n, pa.binary()), "simhash": pa.nulls(n, pa.int64()),
+    return padded(JOIN_SCHEMA, pairs.num_rows, {
+        "a": pairs.column("a"), "b": pairs.column("b"), "is_sketch": pa.array(np.zeros(pairs.num_rows, bool)),
         "sketch_a": pa.array([h[0] for h in held], pa.binary()), "simhash_a": pa.array([h[1] for h in held], pa.int64()),
-    }, schema=JOIN_SCHEMA)
+    })
 
 
 def judge_pairs(table: pa.Table, settings: Settings) -> pa.Table:
