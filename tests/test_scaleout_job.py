@@ -22,7 +22,7 @@ from dedupdb.scaleout import stages  # noqa: E402
 from dedupdb.scaleout.inputs import shards  # noqa: E402
 from dedupdb.scaleout.layout import Manifest, content_number  # noqa: E402
 from dedupdb.pipeline import sketch_records  # noqa: E402
-from dedupdb.weights import CorpusIdf  # noqa: E402
+from dedupdb.weights import DF_BUCKETS, CorpusIdf  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(3000)] + ["the", "a", "of", "and", "to", "in"]
 CJK = "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明"
@@ -243,7 +243,7 @@ def test_bucket_counts_summed_are_the_corpus_idf():
     carried = table.filter(pa.compute.is_valid(table.column("minhash")))
     halves = [stages.bucket_counts(carried.slice(0, 20)), stages.bucket_counts(carried.slice(20))]
     summed = stages.sum_bucket_counts(pa.concat_tables(halves))
-    df = np.zeros(stages.DF_BUCKETS, np.uint32)
+    df = np.zeros(DF_BUCKETS, np.uint32)
     df[summed.column("bucket").to_numpy()] = summed.column("texts").to_numpy()
     idf = CorpusIdf()
     # What add's workers hand the store for these texts, which it counts.

@@ -34,6 +34,7 @@ from ..config import Settings
 from ..errors import DedupError, InputError
 from ..lsh import Candidates, scheme_meta
 from ..records import RecordOptions
+from ..weights import DF_BUCKETS
 from . import stages
 from .inputs import Shard, shards as find_shards
 from .layout import CLUSTERS, DOCUMENTS, IDF, PAIRS, SIGNATURES, UNIQUE, Manifest
@@ -155,7 +156,7 @@ class Job:
         started = time.perf_counter()
         counts = texts.map_batches(stages.bucket_counts, batch_format="pyarrow")
         summed = self._grouped(counts, "bucket", stages.sum_bucket_counts, texts.count()).materialize()
-        df = np.zeros(stages.DF_BUCKETS, np.uint32)
+        df = np.zeros(DF_BUCKETS, np.uint32)
         worded = 0
         for batch in summed.iter_batches(batch_format="numpy", batch_size=1 << 16):
             df[batch["bucket"].astype(np.intp)] += batch["texts"].astype(np.uint32)

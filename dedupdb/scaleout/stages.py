@@ -21,7 +21,7 @@ from ..index import index_rows
 from ..lsh import Candidates
 from ..pipeline import sketch_records
 from ..verify import PairJudge, Signature
-from ..weights import DF_BUCKETS, CorpusIdf
+from ..weights import CorpusIdf
 from .inputs import Shard, ShardRecord, shard_records
 from .layout import content_number, ordinal
 
@@ -152,17 +152,14 @@ def first_per_content(table: pa.Table) -> pa.Table:
 # --- corpus IDF -------------------------------------------------------------------------------------------------
 
 def bucket_counts(table: pa.Table) -> pa.Table:
-    """(bucket, texts) of one table of sketches: in how many of its texts each word bucket occurs (weights.py)."""
-    parts = [np.frombuffer(b, "<u4") for b in table.column("word_buckets").to_pylist() if b is not None]
-    texts = len(parts)
-    if not parts:
-        return pa.table({"bucket": pa.array([], pa.int64()), "texts": pa.array([], pa.int64()),
-                         "worded": pa.array([], pa.int64())})
-    counts = np.bincount(np.concatenate(parts).astype(np.intp), minlength=DF_BUCKETS)
-    present = np.flatnonzero(counts)
+    """(bucket, texts) of one table of sketches: in how many of its texts each word bucket occurs, counted by the
+    store's own CorpusIdf."""
+    idf = CorpusIdf()
+    idf.observe([np.frombuffer(b, "<u4") for b in table.column("word_buckets").to_pylist() if b is not None])
+    present = np.flatnonzero(idf.df)
     worded = np.zeros(len(present), np.int64)
-    worded[:1] = texts  # the texts with words ride on the first row, summed with the rest
-    return pa.table({"bucket": present.astype(np.int64), "texts": counts[present].astype(np.int64), "worded": worded})
+    worded[:1] = idf.documents  # the texts with words ride on the first row, summed with the rest
+    return pa.table({"bucket": present.astype(np.int64), "texts": idf.df[present].astype(np.int64), "worded": worded})
 
 
 def sum_bucket_counts(table: pa.Table) -> pa.Table:
