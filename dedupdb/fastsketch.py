@@ -12,7 +12,9 @@ Compiled code is cached on disk (jit.py), so only the first run on a machine pay
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from functools import lru_cache
+from itertools import accumulate
 
 import numpy as np
 
@@ -264,6 +266,26 @@ def _append_distinct(values, n, scratch, counts, out, used, counted):
     return out, used
 
 
+@_jit(_u8s(_bytes))
+def collapse_spaces(data):
+    """data (ASCII lines joined by newlines, with no whitespace but spaces in them) with each run of spaces made
+    one and none at either end of a line: normalize._collapsed_ascii's bytes methods, in one pass."""
+    out = np.empty(len(data), np.uint8)
+    n = 0
+    for i in range(len(data)):
+        c = data[i]
+        if c == 32:
+            if n == 0 or out[n - 1] == 32 or out[n - 1] == 10:
+                continue
+        elif c == 10 and n > 0 and out[n - 1] == 32:
+            n -= 1
+        out[n] = c
+        n += 1
+    if n > 0 and out[n - 1] == 32:
+        n -= 1
+    return out[:n]
+
+
 @_jit(types.Tuple((types.uint32[:, ::1], _i64s, _i64s, _u64s, _u64s, _u64s, _i64x2))(
     _bytes, _i64x2, _i64s, _u8s, _u8s, _i64, _i64, _i64, _i64, _u32s, _u32s))
 def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram, run_ngram, window, a, b):
@@ -367,18 +389,33 @@ def _has_rt(text: str) -> bool:
     return False
 
 
+def _marked(texts: list[str], marks: tuple[str, ...]) -> set[int]:
+    """The texts holding any of the marks, found by searching all of them joined once (by newlines, which no mark
+    holds) rather than each text for each mark."""
+    joined = "\n".join(texts)
+    starts = list(accumulate((len(text) + 1 for text in texts), initial=0))
+    marked: set[int] = set()
+    for mark in marks:
+        at = joined.find(mark)
+        while at >= 0:
+            i = bisect_right(starts, at) - 1
+            marked.add(i)
+            at = joined.find(mark, starts[i + 1])
+    return marked
+
+
 def _encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The batch as sketch_kernel takes it: data, spans, cjk_given, drop_rt."""
     count = len(texts)
-    encoded = [text.encode("utf-8") for text in texts]
     drop_rt = np.zeros(count, np.uint8)
     cjk_given = np.full(count, -1, np.int64)
     cleaned: list[tuple[int, bytes]] = []
+    marked = _marked(texts, _ASCII_NOISE_MARKS)
     for i, text in enumerate(texts):
         # The choice tokens._tokens makes: ASCII text without repost marks takes a path dropping "rt" tokens,
         # any other goes through the regex (needed only where one of its marks occurs).
         if text.isascii():
-            if not any(mark in text for mark in _ASCII_NOISE_MARKS):
+            if i not in marked:
                 drop_rt[i] = 1
                 continue
         elif not any(mark in text for mark in _NOISE_MARKS) and not _has_rt(text):
@@ -387,7 +424,8 @@ def _encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
         if clean != text:
             cleaned.append((i, clean.encode("utf-8")))
             cjk_given[i] = 0 if text.isascii() else len(_IS_CJK.findall(text))  # noise removed counts too
-    lengths = np.fromiter(map(len, encoded), np.int64, count)
+    # Encoded all at once: ASCII text is as long in bytes as in characters.
+    lengths = np.fromiter((len(t) if t.isascii() else len(t.encode("utf-8")) for t in texts), np.int64, count)
     spans = np.empty((count, 2), np.int64)
     spans[:, 1] = np.cumsum(lengths)
     spans[:, 0] = spans[:, 1] - lengths
@@ -395,7 +433,7 @@ def _encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     for i, clean in cleaned:  # cleaned copies follow the texts
         spans[i] = end, end + len(clean)
         end += len(clean)
-    data = np.frombuffer(b"".join(encoded + [clean for _, clean in cleaned]), np.uint8)
+    data = np.frombuffer("".join(texts).encode("utf-8") + b"".join(clean for _, clean in cleaned), np.uint8)
     return data, spans, cjk_given, drop_rt
 
 

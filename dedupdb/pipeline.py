@@ -529,6 +529,13 @@ def _hash_prefix(stream: BinaryIO, length: int, hasher) -> str:
     return hasher.hexdigest()
 
 
+_SNIPPET_TRY = SNIPPET_CHARS + SNIPPET_CHARS // 4  # raw characters that nearly always give a whole snippet
+
+
 def snippet(raw_text: str) -> str:
-    """The start of the original text with its whitespace collapsed, for listings."""
-    return " ".join(raw_text[: SNIPPET_CHARS * 4].split())[:SNIPPET_CHARS]
+    """The start of the original text with its whitespace collapsed, for listings. A start collapsed is the
+    start of the whole collapsed, so a short start is tried first: it is enough unless its whitespace is long."""
+    head = " ".join(raw_text[:_SNIPPET_TRY].split())
+    if len(head) < SNIPPET_CHARS and len(raw_text) > _SNIPPET_TRY:
+        head = " ".join(raw_text[: SNIPPET_CHARS * 4].split())
+    return head[:SNIPPET_CHARS]

@@ -238,3 +238,20 @@ def test_numba_is_loaded_once_numpy_has_taken_as_long():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
                          env={**os.environ, "PYTHONPATH": str(root)})
     assert out.stdout.split() == ["False", "True", "True", "True"]
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["a", "b", ",", " ", "  ", "   "]), max_size=12).map("".join), min_size=1, max_size=12))
+def test_collapse_spaces_matches_splitting_and_joining(lines):
+    """The compiled pass over ASCII lines joined by newlines gives " ".join(line.split()) of each."""
+    data = "\n".join(lines).encode("ascii")
+    collapsed = fastsketch.collapse_spaces(np.frombuffer(data, np.uint8)).tobytes().decode("ascii")
+    assert collapsed.split("\n") == [" ".join(line.split()) for line in lines]
+
+
+@hypothesis_settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(list("ab /.@#w") + ["www.", "//", "\u8f6c\u53d1"]), max_size=8).map("".join),
+                max_size=12))
+def test_marked_texts_are_those_holding_a_mark(texts):
+    marks = ("@", "#", "//", "www.")
+    assert fastsketch._marked(texts, marks) == {i for i, t in enumerate(texts) if any(m in t for m in marks)}

@@ -61,7 +61,7 @@ def test_normalize_folds_width_case_and_whitespace():
     assert normalize("\ufeffa\u200bb  c") == "ab c"
 
 
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from dedupdb.normalize import normalize_lines  # noqa: E402
@@ -75,6 +75,44 @@ _ALPHABET = st.sampled_from(
 @given(st.lists(st.text(_ALPHABET, max_size=30), max_size=20))
 def test_normalize_lines_matches_normalize(lines):
     assert normalize_lines(lines) == [normalize(line) for line in lines]
+
+
+# Every ASCII character str.split() splits on but the newline (lines hold none), beside letters of both cases.
+_ASCII_LINE = st.text(st.sampled_from(list("aB zZ09 ,.") + ["\t", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f"]), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ASCII_LINE, max_size=20), st.lists(st.text(_ALPHABET, max_size=10), max_size=3))
+def test_normalize_lines_of_ascii_matches_normalize_with_and_without_compiled_code(ascii_lines, other_lines):
+    """ASCII lines are folded and collapsed together as bytes, by a compiled pass where the compiled sketching is
+    loaded and by bytes methods where it is not: both give normalize() of each line, mixed with other lines."""
+    import sys
+
+    lines = ascii_lines + other_lines
+    expected = [normalize(line) for line in lines]
+    compiled = sys.modules.pop("dedupdb.fastsketch", None)
+    try:
+        assert normalize_lines(lines) == expected
+    finally:
+        if compiled is not None:
+            sys.modules["dedupdb.fastsketch"] = compiled
+    pytest.importorskip("numba")
+    import dedupdb.fastsketch  # noqa: F401
+
+    assert normalize_lines(lines) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["ab", "c.", " ", "\n", "\t", "   ", "中", "　"]), max_size=400).map("".join))
+@example("word" + " " * 300 + "after a long gap " * 20)  # the short start holds too little: the longer one is needed
+@example("x" * 700)
+def test_a_snippet_is_the_start_of_the_whole_text_collapsed(raw):
+    """snippet() collapses a short start first and the longer one only when that is not enough: the same as
+    collapsing the longer start at once."""
+    from dedupdb.config import SNIPPET_CHARS
+    from dedupdb.pipeline import snippet
+
+    assert snippet(raw) == " ".join(raw[: SNIPPET_CHARS * 4].split())[:SNIPPET_CHARS]
 
 
 def test_traditional_and_simplified_agree():
