@@ -144,7 +144,8 @@ def rows_of(fingerprints: dict[int, np.ndarray | None]) -> tuple[np.ndarray, np.
     have = [(cid, fp) for cid, fp in fingerprints.items() if fp is not None and len(fp)]
     if not have:
         return np.empty(0, np.int64), np.empty(0, np.uint64)
-    ids = np.concatenate([np.full(len(fp), cid, np.int64) for cid, fp in have])
+    ids = np.repeat(np.fromiter((cid for cid, _ in have), np.int64, len(have)),
+                    np.fromiter((len(fp) for _, fp in have), np.int64, len(have)))
     keys = np.concatenate([fp for _, fp in have]).astype(np.uint64)
     return ids, keys
 

@@ -22,7 +22,8 @@ from .weights import CorpusIdf, chinese_idf, word_buckets
 _WORD_SEED = 0x51A5
 
 
-@dataclass(frozen=True)
+# Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.
+@dataclass(slots=True)
 class Fingerprint:
     content_hash: bytes
     chars: int
@@ -37,7 +38,8 @@ class Fingerprint:
         return None if self.simhash is None else to_signed64(self.simhash)
 
 
-@dataclass(frozen=True)
+# Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.
+@dataclass(slots=True)
 class Sketch:
     """All of a fingerprint that follows from the text alone, so any process can compute it; what depends on
     the corpus (the IDF weights of SimHash for space-separated text) is finished where the store is."""
@@ -65,7 +67,7 @@ class Sketch:
 
 def _unpickle_sketch(content_hash, chars, shingles, minhash, sketch, simhash, words, tokens, fingerprints=None) -> Sketch:
     if words is not None:
-        words = tuple(np.frombuffer(part, dtype=dtype) for part, dtype in zip(words, (np.uint64, np.int64, np.uint32)))
+        words = (np.frombuffer(words[0], np.uint64), np.frombuffer(words[1], np.int64), np.frombuffer(words[2], np.uint32))
     if fingerprints is not None:
         fingerprints = np.frombuffer(fingerprints, dtype=np.uint32)
     return Sketch(content_hash, chars, shingles, np.frombuffer(minhash, dtype=np.uint16),

@@ -91,7 +91,7 @@ def _array(blob: bytes) -> np.ndarray:
 
 
 def _blob(values: np.ndarray) -> bytes:
-    return values.astype("<u4").tobytes()
+    return values.astype("<u4", copy=False).tobytes()
 
 
 def _signature(blob: bytes) -> np.ndarray:
