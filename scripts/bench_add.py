@@ -171,7 +171,8 @@ def bench_dedupdb_records(texts: list[str], workdir: Path) -> dict:
 def _tree_memory(root_pid: int, each: dict[int, list[int]] | None = None) -> tuple[int, int]:
     """(sum of RSS, sum of PSS) in bytes of a process and all its descendants, from /proc (Linux). PSS shares
     each page among the processes mapping it, so forked workers are not counted twice for what they share.
-    each, when given, keeps the peak [RSS, PSS] of every process by pid."""
+    each, when given, keeps the peak [RSS, PSS] of every process by pid, and the CPU seconds it had used when
+    last seen."""
     import os
 
     children: dict[int, list[int]] = {}
@@ -193,9 +194,22 @@ def _tree_memory(root_pid: int, each: dict[int, list[int]] | None = None) -> tup
             continue
         rss, pss = rss + one[0], pss + one[1]
         if each is not None:
-            peak = each.setdefault(pid, [0, 0])
+            peak = each.setdefault(pid, [0, 0, 0.0])
             peak[0], peak[1] = max(peak[0], one[0]), max(peak[1], one[1])
+            peak[2] = max(peak[2], process_cpu_seconds(pid))
     return rss, pss
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds a process has used, from /proc/PID/stat; 0 once it is gone."""
+    import os
+
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def process_memory(pid: int) -> tuple[int, int] | None:
@@ -243,7 +257,7 @@ def bench_cli_memory(corpus: Path, workdir: Path) -> dict:
     sampler.join()
     if process.returncode != 0:
         sys.exit(f"dedupdb add failed: {err.decode(errors='replace')}")
-    processes = [("main" if pid == process.pid else "worker", rss, pss) for pid, (rss, pss) in each.items()]
+    processes = [("main" if pid == process.pid else "worker", rss, pss, cpu) for pid, (rss, pss, cpu) in each.items()]
     return {"seconds": seconds, "peak_rss": peak[0], "peak_pss": peak[1], "db_bytes": db_bytes(db_path),
             "processes": processes}
 
@@ -378,7 +392,10 @@ def main() -> None:
               f"PSS {m['peak_pss'] / 2**20:,.0f} MiB (shared pages counted once); "
               f"database {m['db_bytes'] / max(1, r['docs']):,.0f} bytes/document")
         print("  peak of each process: " + "; ".join(f"{role} RSS {rss / 2**20:,.0f} MiB, PSS {pss / 2**20:,.0f} MiB"
-                                                     for role, rss, pss in m["processes"]))
+                                                     for role, rss, pss, _ in m["processes"]))
+        # The process that writes the store and the workers that sketch overlap: the busier one sets the pace.
+        print("  CPU seconds of each process (to its last sample, 50 ms apart): "
+              + "; ".join(f"{role} {cpu:.1f} s" for role, _, _, cpu in m["processes"]))
     if not args.skip_peers:
         own = dedupdb.Settings().num_perm
         from dedupdb.lsh import optimal_banding
