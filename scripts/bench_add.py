@@ -65,17 +65,22 @@ def version() -> str:
         return "unknown"
 
 
-def load_texts(limit: int | None) -> list[str]:
+def load_rows(limit: int | None) -> list[dict]:
+    """The first limit records of the IMDB corpus (all with None), each with its id and text."""
     path = EVAL_DIR / CORPUS
     if not path.exists():
         sys.exit(f"corpus not found: {path}")
-    texts = []
+    rows = []
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         for line in fh:
-            texts.append(json.loads(line)["text"])
-            if limit and len(texts) >= limit:
+            rows.append(json.loads(line))
+            if limit and len(rows) >= limit:
                 break
-    return texts
+    return rows
+
+
+def load_texts(limit: int | None) -> list[str]:
+    return [row["text"] for row in load_rows(limit)]
 
 
 def write_files(texts: list[str], folder: Path, keep: bool) -> tuple[int, bool]:
@@ -168,48 +173,41 @@ def bench_dedupdb_records(texts: list[str], workdir: Path) -> dict:
             "bytes": corpus.stat().st_size}
 
 
-def _tree_memory(root_pid: int, each: dict[int, list[int]] | None = None) -> tuple[int, int]:
+def _tree_memory(root_pid: int, each: dict[int, list[int]] | None = None,
+                 ticks: dict[int, int] | None = None) -> tuple[int, int]:
     """(sum of RSS, sum of PSS) in bytes of a process and all its descendants, from /proc (Linux). PSS shares
     each page among the processes mapping it, so forked workers are not counted twice for what they share.
-    each, when given, keeps the peak [RSS, PSS] of every process by pid, and the CPU seconds it had used when
-    last seen."""
+    each, when given, keeps the peak [RSS, PSS] of every process by pid; ticks the CPU time (user + system,
+    clock ticks) each has used so far, read from the same /proc/PID/stat as its parent."""
     import os
 
     children: dict[int, list[int]] = {}
+    cpu: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                ppid, used = int(fields[1]), int(fields[11]) + int(fields[12])
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(entry))
+            cpu[int(entry)] = used
     rss = pss = 0
     todo = [root_pid]
     while todo:
         pid = todo.pop()
         todo += children.get(pid, [])
+        if ticks is not None and pid in cpu:
+            ticks[pid] = max(ticks.get(pid, 0), cpu[pid])
         one = process_memory(pid)
         if one is None:
             continue
         rss, pss = rss + one[0], pss + one[1]
         if each is not None:
-            peak = each.setdefault(pid, [0, 0, 0.0])
+            peak = each.setdefault(pid, [0, 0])
             peak[0], peak[1] = max(peak[0], one[0]), max(peak[1], one[1])
-            peak[2] = max(peak[2], process_cpu_seconds(pid))
     return rss, pss
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds a process has used, from /proc/PID/stat; 0 once it is gone."""
-    import os
-
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def process_memory(pid: int) -> tuple[int, int] | None:
@@ -229,7 +227,8 @@ def process_memory(pid: int) -> tuple[int, int] | None:
 
 def bench_cli_memory(corpus: Path, workdir: Path) -> dict:
     """`dedupdb add corpus.jsonl` as a user runs it, in a process of its own: wall time and the peak memory of the
-    whole process tree (the main process and its workers), sampled every 50 ms."""
+    whole process tree (the main process and its workers), sampled every 50 ms, and the CPU seconds of each."""
+    import os
     import subprocess
     import threading
 
@@ -242,11 +241,12 @@ def bench_cli_memory(corpus: Path, workdir: Path) -> dict:
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = [0, 0]
     each: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(0.05):
-            rss, pss = _tree_memory(process.pid, each)
+            rss, pss = _tree_memory(process.pid, each, ticks)
             peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -257,7 +257,9 @@ def bench_cli_memory(corpus: Path, workdir: Path) -> dict:
     sampler.join()
     if process.returncode != 0:
         sys.exit(f"dedupdb add failed: {err.decode(errors='replace')}")
-    processes = [("main" if pid == process.pid else "worker", rss, pss, cpu) for pid, (rss, pss, cpu) in each.items()]
+    hertz = os.sysconf("SC_CLK_TCK")
+    processes = [("main" if pid == process.pid else "worker", rss, pss, ticks.get(pid, 0) / hertz)
+                 for pid, (rss, pss) in each.items()]
     return {"seconds": seconds, "peak_rss": peak[0], "peak_pss": peak[1], "db_bytes": db_bytes(db_path),
             "processes": processes}
 

@@ -34,7 +34,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import random
@@ -48,7 +47,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_add import process_memory, version  # noqa: E402  (a script beside this one)
+from bench_add import _tree_memory, load_rows, version  # noqa: E402  (a script beside this one)
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 CORPUS = "en_imdb_aclImdb.jsonl.gz"
@@ -63,17 +62,7 @@ RETRY_PAUSE = 20
 # --- the input ------------------------------------------------------------------------------------------------------
 
 def load_docs(limit: int) -> list[tuple[str, str]]:
-    path = EVAL_DIR / CORPUS
-    if not path.exists():
-        sys.exit(f"corpus not found: {path}")
-    docs = []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            docs.append((f"imdb-{row['id']}", row["text"]))
-            if len(docs) >= limit:
-                break
-    return docs
+    return [(f"imdb-{row['id']}", row["text"]) for row in load_rows(limit)]
 
 
 def edited(rng: random.Random, text: str, vocabulary: list[str]) -> tuple[str, int]:
@@ -232,42 +221,6 @@ def child_local(spec: dict) -> dict:
             "new_contents": summary.new_contents, "counts": counts}
 
 
-def _tree_sample(root_pid: int, each: dict[int, list[int]], ticks: dict[int, int]) -> tuple[int, int]:
-    """(sum of RSS, sum of PSS) in bytes of a process and all its descendants, from /proc (Linux), as
-    bench_add._tree_memory measures them (PSS shares each page among the processes mapping it: object store pages
-    mapped by several Ray processes are counted once); each keeps the peak [RSS, PSS] of every process by pid,
-    ticks the CPU time (user + system, clock ticks) each has used so far."""
-    children: dict[int, list[int]] = {}
-    cpu: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            try:
-                ppid, used = int(fields[1]), int(fields[11]) + int(fields[12])
-            except (IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-            cpu[int(entry)] = used
-    rss = pss = 0
-    todo = [root_pid]
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        if pid in cpu:
-            ticks[pid] = max(ticks.get(pid, 0), cpu[pid])
-        one = process_memory(pid)
-        if one is None:
-            continue
-        rss, pss = rss + one[0], pss + one[1]
-        peak = each.setdefault(pid, [0, 0])
-        peak[0], peak[1] = max(peak[0], one[0]), max(peak[1], one[1])
-    return rss, pss
-
-
 def run_child(kind: str, spec: dict, workdir: Path) -> dict:
     """Run this script as a child of the given kind; its wall time, the peak memory of its process tree and the
     CPU seconds the tree had used at each sample (to tell how many cores each stage kept busy)."""
@@ -287,7 +240,7 @@ def run_child(kind: str, spec: dict, workdir: Path) -> dict:
 
     def sample() -> None:
         while not done.wait(SAMPLE_SECONDS):
-            rss, pss = _tree_sample(process.pid, each, ticks)
+            rss, pss = _tree_memory(process.pid, each, ticks)
             series.append((time.time(), sum(ticks.values()) / hertz))
             if pss > peak["pss"]:
                 peak.update(pss=pss, at=time.time())
