@@ -53,7 +53,14 @@ def _overlaps(values, starts, lengths, left, right, k):
 def overlaps(sketches: list[np.ndarray], left: np.ndarray, right: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(shared, Jaccard) arrays of the pairs (sketches[left[i]], sketches[right[i]])."""
     lengths = np.array([len(s) for s in sketches], np.int64)
-    starts = np.cumsum(lengths) - lengths
     values = np.concatenate(sketches).astype(np.uint32, copy=False) if sketches else np.empty(0, np.uint32)
-    return _overlaps(values, starts, lengths, np.ascontiguousarray(left, np.int64),
+    return overlaps_of(values, np.cumsum(lengths) - lengths, lengths, left, right, k)
+
+
+def overlaps_of(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray, left: np.ndarray, right: np.ndarray,
+                k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(shared, Jaccard) arrays of the pairs of sketches left[i] and right[i], sketch j being
+    values[starts[j]:][:lengths[j]]."""
+    return _overlaps(np.ascontiguousarray(values, np.uint32), np.ascontiguousarray(starts, np.int64),
+                     np.ascontiguousarray(lengths, np.int64), np.ascontiguousarray(left, np.int64),
                      np.ascontiguousarray(right, np.int64), int(k))

@@ -19,7 +19,7 @@ from .hashing import distinct, ranges, slot_hash, to_unsigned64
 from .lsh import Candidates, candidate_keys
 from .simhash import block_key_matrix
 from .store import INDEX_KEY_BITS, ContentRow, Store
-from .verify import PairJudge, Signature, judge
+from .verify import PairJudge, Signature, SketchTable, judge
 
 
 # Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.
@@ -103,20 +103,17 @@ class Indexer:
         candidates = _shared_keys(ids, keys, *self.store.index_and_match(ids, keys))
         if not len(candidates):
             return
-        mine = {cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()}
+        mine = SketchTable.of({cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()})
         pairs = []
         # A part of the candidates at a time, with the stored sketches it needs: a batch onto a large store meets
         # hundreds of thousands of stored texts, whose sketches at once would be hundreds of MB. Candidates come
         # ordered by their smaller id, so a stored text's pairs are mostly in one part and its sketch read once.
         for start in range(0, len(candidates), VERIFY_PAIRS_AT_ONCE):
             part = candidates[start : start + VERIFY_PAIRS_AT_ONCE]
-            signatures = dict(mine)
-            missing = sorted(set(distinct(part.ravel()).tolist()).difference(signatures))
-            signatures.update(
-                (cid, Signature(sketch, _unsigned(simhash)))
-                for cid, (sketch, simhash) in self.store.sketches(missing).items()
-            )
-            pairs += self.judge.pairs(signatures, part)
+            wanted = distinct(part.ravel())
+            missing = wanted[~np.isin(wanted, mine.ids, assume_unique=True)]
+            stored = SketchTable(*self.store.sketch_columns(missing.tolist()))
+            pairs += self.judge.pairs(SketchTable.joined([stored, mine]), part)  # stored ids come first
         self.store.insert_pairs(pairs)
         self._merge_clusters([(a, b) for a, b, _, _ in pairs])
 

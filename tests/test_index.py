@@ -258,3 +258,26 @@ def test_batches_grow_as_an_add_fills_the_store_and_find_the_same_pairs(tmp_path
         else:
             assert set(sizes[:-1]) == {3}
     assert found[0] == found[1] and len(found[0]) >= len(texts)
+
+
+def test_sketch_columns_hold_what_sketches_gives(tmp_path, db_path):
+    """Verifying a batch reads the stored sketches as columns: the same sketches and SimHashes, texts too short
+    for a SimHash included, and contents asked for but not stored left out."""
+    from dedupdb.hashing import to_unsigned64
+
+    folder = tmp_path / "f"
+    write(folder / "a.txt", ENGLISH)
+    write(folder / "b.txt", ENGLISH_OTHER)
+    write(folder / "short.txt", "a few words only here")
+    with dedupdb.open(db_path) as db:
+        db.add([folder])
+        stored = db.store.sketches(db.store.all_content_ids())
+        assert any(simhash is None for _, simhash in stored.values())
+        ids, values, lengths, simhashes, has_simhash = db.store.sketch_columns(sorted(stored) + [10**6])
+    assert ids.tolist() == sorted(stored)
+    starts = np.cumsum(lengths) - lengths
+    for position, cid in enumerate(ids.tolist()):
+        sketch, simhash = stored[cid]
+        assert np.array_equal(values[starts[position] : starts[position] + lengths[position]], sketch)
+        assert bool(has_simhash[position]) == (simhash is not None)
+        assert int(simhashes[position]) == (0 if simhash is None else to_unsigned64(simhash))

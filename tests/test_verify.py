@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dedupdb.minhash import bottom_k, sketch_overlap
-from dedupdb.verify import PairJudge, Signature, judge
+from dedupdb.verify import PairJudge, Signature, SketchTable, judge
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "dedupdb-tests-numba"))
 fastverify = pytest.importorskip("dedupdb.fastverify")
@@ -66,6 +66,14 @@ def test_pair_judge_gives_the_verdicts_of_judge(compiled, monkeypatch):
     assert judge_.pairs(signatures, pairs) == expected
     with pytest.raises(KeyError):  # a candidate without a signature fails on either path, never reads astray
         judge_.pairs({cid: sig for cid, sig in signatures.items() if cid != ids[1]}, pairs)
+    # The same as columns, given in parts out of id order (as a batch's new and stored sketches are joined).
+    items = list(signatures.items())
+    parts = [SketchTable.of(dict(items[start::3])) for start in (2, 0, 1)]
+    assert judge_.pairs(SketchTable.joined(parts), pairs) == expected
+    with pytest.raises(KeyError):
+        judge_.pairs(SketchTable.joined(parts[:2]), pairs)
+    with pytest.raises(ValueError):  # a content twice would make its sketch ambiguous
+        SketchTable.joined([parts[0], parts[0]])
 
 
 def test_pair_judge_turns_to_compiled_code_once_numpy_has_taken_as_long(monkeypatch):
@@ -77,7 +85,7 @@ def test_pair_judge_turns_to_compiled_code_once_numpy_has_taken_as_long(monkeypa
     signatures = {i: Signature(s, None) for i, s in enumerate(sketches)}
     pairs = np.array([(0, 1), (1, 2), (2, 3), (0, 3)], np.int64)
     calls = []
-    counted = types.SimpleNamespace(overlaps=lambda *a: calls.append(1) or fastverify.overlaps(*a))
+    counted = types.SimpleNamespace(overlaps_of=lambda *a: calls.append(1) or fastverify.overlaps_of(*a))
     monkeypatch.setattr(PairJudge, "_fast", staticmethod(lambda: counted))
     monkeypatch.delitem(sys.modules, "numba")  # as if it were not loaded yet
     judge_ = PairJudge(0.2, 16)
