@@ -197,13 +197,15 @@ def write_shard(path: Path, corpus: Corpus, ids: list[int]) -> None:
 
 def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str) -> float:
     """Index documents ids through the public API: db.add on JSONL record files of SHARD_DOCS documents,
-    one add per file (a file already indexed is skipped as unchanged, so an interrupted build resumes)."""
+    one add per file (a file already indexed is skipped as unchanged, so an interrupted build resumes). Prints
+    how long the first and the last tenth took: whether an add slows as the store grows."""
     from dedupdb.records import RecordOptions
 
     shard_dir.mkdir(parents=True, exist_ok=True)
     options = RecordOptions(format="jsonl", text_field="text", id_field="id")
     spent = write_seconds = 0.0
     done = 0
+    shard_seconds: list[tuple[int, float]] = []
     for k, first in enumerate(range(0, len(ids), SHARD_DOCS)):
         chunk = ids[first : first + SHARD_DOCS]
         shard = shard_dir / f"shard-{k:04d}.jsonl"
@@ -214,6 +216,7 @@ def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str)
         t2 = time.perf_counter()
         write_seconds += t1 - t0
         spent += t2 - t1
+        shard_seconds.append((len(chunk), t2 - t1))
         done += len(chunk)
         bad = getattr(summary, "bad_records", [])
         log(f"[{label}] {done:>9,}/{len(ids):,} docs  add {spent:7.0f} s  this file {len(chunk) / (t2 - t1):,.0f} docs/s"
@@ -221,14 +224,25 @@ def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str)
         if summary.failed:
             log(f"[{label}] failed: {summary.failed[:3]}")
     with db.store.transaction():
-        db.store.write_meta({"bench.n": str(len(ids)), "bench.seed": str(corpus.seed)})
+        db.store.write_meta({"bench.n": str(len(ids)), "bench.seed": str(corpus.seed),
+                             "bench.order": "mixed" if ids != sorted(ids) else "generated"})
     log(f"[{label}] generating and writing the JSONL shards took {write_seconds:.0f} s (not counted)")
+    tenth = max(1, len(shard_seconds) // 10)
+    if len(shard_seconds) >= 2 * tenth:
+        first, last = shard_seconds[:tenth], shard_seconds[-tenth:]
+        first_rate = sum(n for n, _ in first) / sum(t for _, t in first)
+        last_rate = sum(n for n, _ in last) / sum(t for _, t in last)
+        log(f"[{label}] first {sum(n for n, _ in first):,} documents {first_rate:,.0f} docs/s, last "
+            f"{sum(n for n, _ in last):,} {last_rate:,.0f} docs/s: the last at {last_rate / first_rate:.0%} of the first's speed")
     return spent
 
 
 def open_or_build(path: Path, corpus: Corpus, ids: list[int], shard_dir: Path, label: str):
     db = dedupdb.open(path)
     meta = db.store.read_meta()
+    order = "mixed" if ids != sorted(ids) else "generated"
+    if "bench.n" in meta and meta.get("bench.order", "generated") != order:
+        sys.exit(f"{path} was built in another --order; give a new --db")
     if meta.get("bench.n") == str(len(ids)) and meta.get("bench.seed") == str(corpus.seed):
         log(f"[{label}] reusing {path}")
         return db, None
@@ -373,6 +387,11 @@ def main() -> None:
     parser.add_argument("--keep-shards", action="store_true",
                         help="keep the JSONL record files the store is built from (next to the store, PATH.shards)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--order", choices=["generated", "mixed"], default="generated",
+                        help="generated: the corpus texts first, then their edited variants (the last documents "
+                             "added have near-duplicates, the first mostly not); mixed: a seeded shuffle, so every "
+                             "part of the build holds both alike, and the first and last tenth differ only in the "
+                             "size of the store they are added to")
     parser.add_argument("--warm-rounds", type=int, default=1,
                         help="times the warm-up queries are asked before timing: 30 makes the process one that has "
                              "answered many queries (and taken compiled sketching for single texts)")
@@ -390,7 +409,10 @@ def main() -> None:
     atexit.register(shutil.rmtree, tmpdir, True)  # also on errors; a --db store lives outside it and is kept
     db_path = args.db or tmpdir / f"store-{args.n}.db"
     shard_dir = db_path.with_name(db_path.name + ".shards")
-    db, build_seconds = open_or_build(db_path, corpus, list(range(args.n)), shard_dir, f"dedupdb {args.n:,}")
+    build_ids = list(range(args.n))
+    if args.order == "mixed":
+        random.Random(args.seed + 13).shuffle(build_ids)
+    db, build_seconds = open_or_build(db_path, corpus, build_ids, shard_dir, f"dedupdb {args.n:,}")
     if not args.keep_shards:
         shutil.rmtree(shard_dir, ignore_errors=True)
     counts = db.store.counts()
