@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cluster import components
+from .cluster import components, dense_components
 from .config import Settings
 from .containment import ContainmentIndex
 from .fingerprint import Fingerprint, Fingerprinter, Sketch, kept_signatures
@@ -118,11 +118,20 @@ class Indexer:
         self._merge_clusters([(a, b) for a, b, _, _ in pairs])
 
     def _merge_clusters(self, edges: list[tuple[int, int]]) -> None:
+        """Join the clusters that new pairs connect, each under the smallest cluster id among them (the labels
+        components() would give: a batch onto a large store joins a hundred thousand, so on arrays)."""
         if not edges:
             return
-        cluster_of = self.store.clusters_of(sorted({c for e in edges for c in e}))
-        labels = components(cluster_of.values(), [(cluster_of[a], cluster_of[b]) for a, b in edges])
-        self.store.relabel_clusters({old: new for old, new in labels.items() if old != new})
+        ends = np.array(edges, np.int64).reshape(-1, 2)
+        members = distinct(ends.ravel())
+        cluster_of = self.store.clusters_of(members.tolist())
+        clusters = np.fromiter((cluster_of[m] for m in members.tolist()), np.int64, len(members))
+        labels = distinct(clusters)
+        node = np.searchsorted(labels, clusters)
+        roots = dense_components(len(labels), node[np.searchsorted(members, ends[:, 0])],
+                                 node[np.searchsorted(members, ends[:, 1])])
+        moved = np.flatnonzero(roots != np.arange(len(labels)))
+        self.store.relabel_clusters(dict(zip(labels[moved].tolist(), labels[roots[moved]].tolist())))
 
     # --- removing ----------------------------------------------------------------
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dedupdb
 import dedupdb.check
@@ -281,3 +283,30 @@ def test_sketch_columns_hold_what_sketches_gives(tmp_path, db_path):
         assert np.array_equal(values[starts[position] : starts[position] + lengths[position]], sketch)
         assert bool(has_simhash[position]) == (simhash is not None)
         assert int(simhashes[position]) == (0 if simhash is None else to_unsigned64(simhash))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), min_size=1, max_size=60),
+       st.lists(st.integers(0, 40), min_size=41, max_size=41))
+def test_merging_clusters_gives_the_labels_union_find_gives(edges, cluster_choice):
+    """A batch's new pairs join clusters as components() over the clusters would: every cluster a pair touches
+    moves under the smallest cluster id it is now connected to, and no other moves."""
+    # A content's cluster is the smallest id of a group it already shares (a cluster is named by its smallest member).
+    cluster_of = {c: min(c, cluster_choice[c]) for c in range(41)}
+    cluster_of = {c: cluster_of[cluster_of[c]] for c in cluster_of}
+
+    class Recorder:
+        moved: dict[int, int] = {}
+
+        def clusters_of(self, ids):
+            return {i: cluster_of[i] for i in ids}
+
+        def relabel_clusters(self, mapping):
+            Recorder.moved = mapping
+
+    indexer = object.__new__(dedupdb.index.Indexer)
+    indexer.store = Recorder()
+    indexer._merge_clusters(edges)
+    touched = {c for e in edges for c in e}
+    labels = components({cluster_of[c] for c in touched}, [(cluster_of[a], cluster_of[b]) for a, b in edges])
+    assert Recorder.moved == {old: new for old, new in labels.items() if old != new}
