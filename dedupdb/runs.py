@@ -16,6 +16,10 @@ mid-merge loses nothing committed.
 
 Rows are deleted from the blocks that hold them (a file removed or changed): a block rewritten, not a
 tombstone, so a run always holds exactly the rows the store has.
+
+Each run of index rows keeps, in the run_filters table, the key filter (KeyBits) it was written with: an add in
+a new process takes it from there instead of reading the whole run to build it again. Deleting rows leaves a
+filter right (a set bit only means "look").
 """
 
 from __future__ import annotations
@@ -93,6 +97,20 @@ class KeyBits:
         """Whether the key of each entry may be held (the content id bits do not matter)."""
         slots = entries >> self._shift
         return ((self._bits[slots >> 3] >> (slots & 7).astype(np.uint8)) & 1).astype(bool)
+
+    def to_bytes(self) -> bytes:
+        return self._bits.tobytes()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, key_bits: int) -> "KeyBits | None":
+        """A filter kept by to_bytes, or None when the bytes cannot be one (a damaged store: built again)."""
+        slot_bits = (len(data) * 8).bit_length() - 1
+        if len(data) * 8 != 1 << slot_bits or not 10 <= slot_bits <= key_bits:
+            return None
+        bits = cls.__new__(cls)
+        bits._shift = np.int64(_CONTENT_ID_BITS + key_bits - slot_bits)
+        bits._bits = np.frombuffer(data, np.uint8).copy()
+        return bits
 
 
 def level_of(entries: int) -> int:
@@ -225,10 +243,12 @@ class Runs:
     connection. Reads see the committed state of the store (or the caller's transaction); writes must run inside
     the caller's write transaction."""
 
-    def __init__(self, conn, family: int, key_bits: int) -> None:
+    def __init__(self, conn, family: int, key_bits: int, keep_filters: bool = True) -> None:
         self.conn = conn
         self.family = family
         self.key_bits = key_bits
+        # Whether runs keep their filters in the store: worth it for a family an ingest probes through them.
+        self.keep_filters = keep_filters
         self._runs: dict[int, _Run] | None = None  # the block fences, as of _token
         self._token: str | None = None
 
@@ -356,10 +376,14 @@ class Runs:
         return entries[start:]
 
     def _finish_run(self, run: _Run) -> None:
+        """Store a run's count, level and fences, and its filter when it has one in memory (one kept before stays
+        right when rows are deleted: a set bit only means "look")."""
         self.conn.execute(
             "UPDATE runs SET entries = ?, level = ?, fences = ? WHERE id = ?",
             (run.entries, run.level, _fences(run), run.id),
         )
+        if run.filter is not None and self.keep_filters:
+            self._keep_filter(run.id, run.filter)
 
     # --- merging ----------------------------------------------------------------------------------
 
@@ -481,7 +505,7 @@ class Runs:
             if filtered or run.filter is not None or run.probes >= WARM_PROBES:
                 if run.data is None and run.entries <= MEMORY_RUN_ENTRIES:
                     run.data = np.concatenate(list(self._run_chunks(run)) or [np.empty(0, np.int64)])
-                maybe = self._filter_of(run).may_hold(lows)
+                maybe = self._filter_of(run, keep=filtered).may_hold(lows)
                 parts.append(self._within(run, lows[maybe], highs[maybe]))
             else:
                 parts.append(self._within(run, lows, highs))
@@ -489,13 +513,24 @@ class Runs:
         found.sort()
         return found
 
-    def _filter_of(self, run: _Run) -> KeyBits:
+    def _filter_of(self, run: _Run, keep: bool = False) -> KeyBits:
+        """A run's filter: in memory, else as the store keeps it, else built by reading the run (and, with keep,
+        kept in the store: a filtered lookup runs inside a write transaction, and a run written before filters
+        were kept is read whole only once)."""
+        if run.filter is None:
+            row = self.conn.execute("SELECT bits FROM run_filters WHERE run = ?", (run.id,)).fetchone()
+            run.filter = KeyBits.from_bytes(row[0], self.key_bits) if row else None
         if run.filter is None:
             bits = KeyBits(run.entries, self.key_bits)
             for entries in [run.data] if run.data is not None else self._run_chunks(run):
                 bits.add_sorted(entries)
             run.filter = bits
+            if keep and self.keep_filters:
+                self._keep_filter(run.id, bits)
         return run.filter
+
+    def _keep_filter(self, run_id: int, bits: KeyBits) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO run_filters (run, bits) VALUES (?, ?)", (run_id, bits.to_bytes()))
 
     def _run_chunks(self, run: _Run) -> Iterator[np.ndarray]:
         reader = _RunReader(self, run)
@@ -509,12 +544,17 @@ class Runs:
 
     def faults(self) -> list[str]:
         """What is wrong with this family's runs, one line each: fences that do not match the blocks, blocks out of
-        order or not sorted, entry counts that do not add up (a damaged store; 'dedupdb check' reports them)."""
+        order or not sorted, entry counts that do not add up, a kept filter that would hide an entry (a damaged
+        store; 'dedupdb check' reports them)."""
         out: list[str] = []
         for run in self._current().values():
             rows = self.conn.execute(
                 "SELECT id, first, entries, data FROM run_blocks WHERE run = ? ORDER BY id", (run.id,)
             ).fetchall()
+            kept = (self.conn.execute("SELECT bits FROM run_filters WHERE run = ?", (run.id,)).fetchone() or [None])[0]
+            bits = None if kept is None else KeyBits.from_bytes(kept, self.key_bits)
+            if kept is not None and bits is None:
+                out.append(f"run {run.id}: its filter is {len(kept)} bytes, not a filter's size")
             ids = np.array([r[0] for r in rows], np.int64)
             if not np.array_equal(ids, run.block_ids):
                 out.append(f"run {run.id}: its fences name {len(run.block_ids)} blocks, {len(ids)} are stored")
@@ -533,6 +573,9 @@ class Runs:
                     out.append(f"run {run.id}: block {block_id} overlaps the block before it")
                 if len(values):
                     previous = int(values[-1])
+                    if bits is not None and not bits.may_hold(values).all():
+                        out.append(f"run {run.id}: its filter hides entries of block {block_id}")
+                        bits = None  # said once a run
                 total += len(values)
             if total != run.entries:
                 out.append(f"run {run.id}: {total} entries stored, {run.entries} counted")

@@ -405,7 +405,9 @@ class Store:
         self._group_seconds: float | None = None  # set inside grouped_commits()
         self._group_started = 0.0
         self._index = Runs(self.conn, INDEX_FAMILY, INDEX_KEY_BITS)
-        self._containment = Runs(self.conn, CONTAINMENT_FAMILY, CONTAINMENT_KEY_BITS)
+        # Containment rows are looked up by queries and `pairs --containment`, never by an ingest's filtered probes:
+        # their filters are built in memory by a process that asks often enough, and not kept (10 MB a million).
+        self._containment = Runs(self.conn, CONTAINMENT_FAMILY, CONTAINMENT_KEY_BITS, keep_filters=False)
 
     @property
     def db(self):

@@ -195,3 +195,24 @@ def test_schema_7_pairs_lose_their_foreign_keys_and_a_content_takes_its_pairs_al
         stored = db.store.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]
         assert stored == 1
     assert cli("check").exit_code == 0
+
+
+def test_schema_8_runs_take_kept_filters_from_the_next_add(tmp_path, db_path, cli):
+    """Runs written before filters were kept (schema 8) have none: the next add builds those it probes by reading
+    the runs once and keeps them; every run written from then on keeps its own."""
+    from .conftest import CHINESE_OTHER, write
+
+    before, rows, _ = _five_documents_stored(tmp_path, db_path)
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.executescript("BEGIN; DROP TABLE run_filters; PRAGMA user_version = 8; COMMIT;")
+    conn.close()
+    write(tmp_path / "more" / "f.txt", CHINESE_OTHER)
+    assert cli("add", str(tmp_path / "more")).exit_code == 0
+    with dedupdb.open(db_path) as db:
+        conn = db.store.conn
+        assert migrate.schema_version(conn) == len(migrate.available())
+        index_runs = {r for (r,) in conn.execute("SELECT id FROM runs WHERE family = 0")}
+        assert index_runs and index_runs <= {r for (r,) in conn.execute("SELECT run FROM run_filters")}
+        assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before
+        assert db.store.index_rows() > rows
+    assert cli("check").exit_code == 0

@@ -214,3 +214,69 @@ def test_blocks_are_packed_as_their_entries_allow_and_read_back_whole(store, sma
     assert runs.faults() == []
     store.conn.execute("UPDATE run_blocks SET data = substr(data, 1, length(data) - 1) WHERE id = (SELECT min(id) FROM run_blocks)")
     assert any("bytes for" in fault for fault in runs.faults())
+
+
+def test_filters_are_kept_so_another_process_reads_no_block_to_filter(tmp_path, store, small_runs, monkeypatch):
+    """A run keeps the filter it was written with: a filtered lookup by another connection (a later add) takes it
+    instead of reading the run whole, and finds what an unfiltered one does. A run kept without one (a store from
+    before) has it built by its first filtered lookup, inside the write, and kept."""
+    monkeypatch.setattr(runs_module, "MEMORY_RUN_ENTRIES", 0)  # no run read whole into memory either
+    rng = np.random.default_rng(9)
+    keys = rng.integers(0, 1 << 33, 2000, dtype=np.int64)
+    with store.transaction():
+        for part in np.array_split((keys << 30) | rng.integers(1, 1 << 30, len(keys)), 9):
+            store._index.insert(part)
+        store._containment.insert(np.arange(1, 500))  # containment runs are never probed filtered: none kept
+    runs_ids = [r.id for r in store._index._current().values()]
+    kept = dict(store.conn.execute("SELECT run, bits FROM run_filters").fetchall())
+    assert sorted(kept) == sorted(runs_ids)
+    lows = np.unique(np.concatenate((keys[::4], rng.integers(0, 1 << 33, 500)))) << 30
+    highs = lows | ((1 << 30) - 1)
+    expected = store._index.lookup(lows, highs)
+
+    def no_reading(*args):
+        raise AssertionError("a run read whole to build its filter")
+
+    other = Store.open(store.path)
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(runs_module.Runs, "_run_chunks", no_reading)
+            with other.transaction():
+                assert np.array_equal(other._index.lookup(lows, highs, filtered=True), expected)
+    finally:
+        other.close()
+
+    store.conn.execute("DELETE FROM run_filters WHERE run = ?", (runs_ids[0],))
+    fresh = Store.open(store.path)
+    try:
+        with fresh.transaction():
+            assert np.array_equal(fresh._index.lookup(lows, highs, filtered=True), expected)
+        rebuilt = fresh.conn.execute("SELECT bits FROM run_filters WHERE run = ?", (runs_ids[0],)).fetchone()
+        assert rebuilt is not None and rebuilt[0] == kept[runs_ids[0]]
+    finally:
+        fresh.close()
+    with store.transaction():  # merged away, a run's filter goes with it
+        for _ in range(runs_module.FANOUT):
+            store._index.insert(rng.integers(0, 1 << 60, 50))
+    live = {r.id for r in store._index._current().values()}
+    assert {run for (run,) in store.conn.execute("SELECT run FROM run_filters")} == live
+
+
+def test_a_damaged_filter_is_named_and_never_trusted(store, small_runs):
+    """A kept filter that would hide stored keys makes lookups miss rows: check names it; one of a size no filter
+    has is named too and built again instead of being used."""
+    entries = np.arange(1, 1 << 40, 1 << 31, dtype=np.int64)
+    with store.transaction():
+        store._index.insert(entries)
+    (run_id,) = [r.id for r in store._index._current().values()]
+    (size,) = store.conn.execute("SELECT length(bits) FROM run_filters").fetchone()
+    store.conn.execute("UPDATE run_filters SET bits = zeroblob(?)", (size,))
+    assert any("filter hides entries" in fault for fault in store._index.faults())
+    store.conn.execute("UPDATE run_filters SET bits = x'00ff'")
+    assert any("not a filter's size" in fault for fault in store._index.faults())
+    other = Store.open(store.path)
+    try:
+        with other.transaction():
+            assert np.array_equal(other._index.lookup(entries, entries, filtered=True), entries)
+    finally:
+        other.close()
