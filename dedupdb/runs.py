@@ -50,6 +50,9 @@ WARM_PROBES = 16
 # onto a million), and a query is as quick either way (5.2-5.7 ms).
 FILTER_BITS_PER_ENTRY = 2
 _CONTENT_ID_BITS = 30  # the low bits of an entry; the key is the rest (store.py)
+# A filter is kept in the store up to this size (a run of some 500 million rows); a larger one would near
+# SQLite's limit on a value, and is built by reading its run in each process that probes it.
+KEEP_FILTER_BYTES = 1 << 27
 # Runs merged at once: a level holds at most FANOUT - 1 runs before they become one of the next.
 FANOUT = 4
 # A run of up to this many entries is of level 0 (about one ingest batch of 1,000 documents).
@@ -71,6 +74,7 @@ class _Run:
     block_ids: np.ndarray  # int64, in key order
     firsts: np.ndarray     # int64: the smallest entry of each block
     filter: "KeyBits | None" = None  # made when first needed (filtered lookups), or as the run is written
+    filter_kept: bool = False        # whether the store holds this filter (run_filters)
     data: np.ndarray | None = None   # every entry, for a small run that a filtered lookup has read whole
     probes: int = 0                  # lookups by this connection, which warm it up (see Runs.lookup)
 
@@ -102,8 +106,10 @@ class KeyBits:
         return self._bits.tobytes()
 
     @classmethod
-    def from_bytes(cls, data: bytes, key_bits: int) -> "KeyBits | None":
-        """A filter kept by to_bytes, or None when the bytes cannot be one (a damaged store: built again)."""
+    def from_bytes(cls, data, key_bits: int) -> "KeyBits | None":
+        """A filter kept by to_bytes, or None when the value cannot be one (a damaged store: built again)."""
+        if not isinstance(data, bytes) or len(data) < 1 << 7:
+            return None
         slot_bits = (len(data) * 8).bit_length() - 1
         if len(data) * 8 != 1 << slot_bits or not 10 <= slot_bits <= key_bits:
             return None
@@ -299,7 +305,9 @@ class Runs:
         if len(entries) == 0:
             return
         runs = self._current()
-        changed = False
+        # Marked first: the runs are changed in memory as their blocks are, so should a statement fail and the
+        # transaction roll back, this connection must read them again, not trust what it changed.
+        self._changed()
         for run in list(runs.values()):
             blocks = _covering_blocks(run, entries, entries)
             if len(blocks) == 0:
@@ -323,7 +331,6 @@ class Runs:
                     keep[position] = False
             if not removed:
                 continue
-            changed = True
             run.data = None  # read again when next needed
             run.block_ids, run.firsts, run.entries = run.block_ids[keep], run.firsts[keep], run.entries - removed
             if run.entries:
@@ -331,8 +338,6 @@ class Runs:
             else:
                 self.conn.execute("DELETE FROM runs WHERE id = ?", (run.id,))
                 del runs[run.id]
-        if changed:
-            self._changed()
 
     def clear(self) -> None:
         self.conn.execute("DELETE FROM run_blocks WHERE run IN (SELECT id FROM runs WHERE family = ?)", (self.family,))
@@ -382,8 +387,8 @@ class Runs:
             "UPDATE runs SET entries = ?, level = ?, fences = ? WHERE id = ?",
             (run.entries, run.level, _fences(run), run.id),
         )
-        if run.filter is not None and self.keep_filters:
-            self._keep_filter(run.id, run.filter)
+        if run.filter is not None and self.keep_filters and not run.filter_kept:
+            self._keep_filter(run)
 
     # --- merging ----------------------------------------------------------------------------------
 
@@ -517,20 +522,28 @@ class Runs:
         """A run's filter: in memory, else as the store keeps it, else built by reading the run (and, with keep,
         kept in the store: a filtered lookup runs inside a write transaction, and a run written before filters
         were kept is read whole only once)."""
-        if run.filter is None:
+        if run.filter is None and self.keep_filters:
             row = self.conn.execute("SELECT bits FROM run_filters WHERE run = ?", (run.id,)).fetchone()
             run.filter = KeyBits.from_bytes(row[0], self.key_bits) if row else None
+            run.filter_kept = run.filter is not None
         if run.filter is None:
             bits = KeyBits(run.entries, self.key_bits)
             for entries in [run.data] if run.data is not None else self._run_chunks(run):
                 bits.add_sorted(entries)
             run.filter = bits
-            if keep and self.keep_filters:
-                self._keep_filter(run.id, bits)
+        if keep and self.keep_filters and not run.filter_kept:
+            self._keep_filter(run)
         return run.filter
 
-    def _keep_filter(self, run_id: int, bits: KeyBits) -> None:
-        self.conn.execute("INSERT OR REPLACE INTO run_filters (run, bits) VALUES (?, ?)", (run_id, bits.to_bytes()))
+    def _keep_filter(self, run: _Run) -> None:
+        """Keep a run's filter in the store (inside the caller's write transaction). The change mark makes a
+        rollback read the runs again, so a filter this connection thinks kept always is."""
+        data = run.filter.to_bytes()
+        if len(data) > KEEP_FILTER_BYTES:
+            return
+        self._changed()
+        self.conn.execute("INSERT OR REPLACE INTO run_filters (run, bits) VALUES (?, ?)", (run.id, data))
+        run.filter_kept = True
 
     def _run_chunks(self, run: _Run) -> Iterator[np.ndarray]:
         reader = _RunReader(self, run)
@@ -551,10 +564,14 @@ class Runs:
             rows = self.conn.execute(
                 "SELECT id, first, entries, data FROM run_blocks WHERE run = ? ORDER BY id", (run.id,)
             ).fetchall()
-            kept = (self.conn.execute("SELECT bits FROM run_filters WHERE run = ?", (run.id,)).fetchone() or [None])[0]
+            row = self.conn.execute("SELECT bits FROM run_filters WHERE run = ?", (run.id,)).fetchone()
+            kept = row[0] if row and self.keep_filters else None
             bits = None if kept is None else KeyBits.from_bytes(kept, self.key_bits)
             if kept is not None and bits is None:
-                out.append(f"run {run.id}: its filter is {len(kept)} bytes, not a filter's size")
+                out.append(f"run {run.id}: its kept filter is not a filter ({type(kept).__name__}, "
+                           f"{len(kept) if isinstance(kept, (bytes, str)) else 0} long)")
+            if row and not self.keep_filters:
+                out.append(f"run {run.id}: a filter is kept for it, but runs of its family keep none")
             ids = np.array([r[0] for r in rows], np.int64)
             if not np.array_equal(ids, run.block_ids):
                 out.append(f"run {run.id}: its fences name {len(run.block_ids)} blocks, {len(ids)} are stored")

@@ -745,6 +745,8 @@ class Store:
                 blobs.append(blob)
                 simhashes.append(simhash)
         count = len(ids)
+        if any(len(blob) % 4 for blob in blobs):  # joined, a damaged one would shift every sketch after it
+            raise DatabaseError(f"{self.path} is damaged (a stored sketch is not whole); run 'dedupdb check' for details")
         return (
             np.array(ids, np.int64),
             np.frombuffer(b"".join(blobs), "<u4").astype(np.uint32),
@@ -1140,7 +1142,9 @@ class Store:
         faults = [f"index {line}" for line in self._index.faults()]
         faults += [f"containment {line}" for line in self._containment.faults()]
         strays = self._q("SELECT count(*) FROM run_blocks WHERE run NOT IN (SELECT id FROM runs)").fetchone()[0]
-        return faults + ([f"{strays} blocks belong to no run"] if strays else [])
+        stray_filters = self._q("SELECT count(*) FROM run_filters WHERE run NOT IN (SELECT id FROM runs)").fetchone()[0]
+        return (faults + ([f"{strays} blocks belong to no run"] if strays else [])
+                + ([f"{stray_filters} kept filters belong to no run"] if stray_filters else []))
 
     def stored_entries(self, entries: np.ndarray) -> np.ndarray:
         """Those of these index rows the store holds."""

@@ -283,6 +283,10 @@ def test_sketch_columns_hold_what_sketches_gives(tmp_path, db_path):
         assert np.array_equal(values[starts[position] : starts[position] + lengths[position]], sketch)
         assert bool(has_simhash[position]) == (simhash is not None)
         assert int(simhashes[position]) == (0 if simhash is None else to_unsigned64(simhash))
+    with dedupdb.open(db_path) as db:  # a damaged sketch would shift every one after it: refused
+        db.store.conn.execute("UPDATE contents SET sketch = x'0102' WHERE id = (SELECT min(id) FROM contents)")
+        with pytest.raises(dedupdb.errors.DatabaseError, match="damaged"):
+            db.store.sketch_columns(sorted(stored))
 
 
 @settings(max_examples=80, deadline=None)
