@@ -84,8 +84,12 @@ class Indexer:
         known = self.store.content_ids_by_hash(list(set(hashes)))
         fresh = [h for h in dict.fromkeys(hashes) if h not in known]
         fingerprints = self.fingerprinter.batch([sketches[h] for h in fresh])
-        content_ids = self.store.insert_contents(fingerprints)
+        content_ids = self.store.next_content_ids(len(fingerprints))
         new_ids: dict[int, Fingerprint] = dict(zip(content_ids, fingerprints))
+        # Linked before their rows are written, so a new content is written into the cluster it joins: only
+        # clusters stored before are relabelled (a batch of near-duplicates onto a large store meets 100,000).
+        clusters = self._index_and_link(new_ids, stored=False)
+        self.store.insert_contents(fingerprints, content_ids, clusters)
         self.containment.add({cid: fp.fingerprints for cid, fp in new_ids.items()})
         for fp, content_id in zip(fingerprints, content_ids):
             known[fp.content_hash] = content_id
@@ -93,16 +97,16 @@ class Indexer:
             [(d.key, d.file_id, d.record, known[h], d.bytes, d.mtime_ns, d.snippet) for h, d in zip(hashes, documents)]
         )
         self.store.change_document_counts(dict(Counter(known[h] for h in hashes)))
-        self._index_and_link(new_ids)
         return len(new_ids)
 
-    def _index_and_link(self, new: dict[int, Fingerprint]) -> None:
+    def _index_and_link(self, new: dict[int, Fingerprint], stored: bool = True) -> dict[int, int]:
         """Add the index rows of new contents, verify the candidates they meet, store the pairs and merge
-        their clusters."""
+        their clusters. With stored false, the new contents have no rows yet: the cluster each joins is returned
+        ({content id: cluster}, for those not in their own) for their rows to be written with."""
         ids, keys = self._index_rows(new)
         candidates = _shared_keys(ids, keys, *self.store.index_and_match(ids, keys))
         if not len(candidates):
-            return
+            return {}
         mine = SketchTable.of({cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()})
         pairs = []
         # A part of the candidates at a time, with the stored sketches it needs: a batch onto a large store meets
@@ -112,26 +116,33 @@ class Indexer:
             part = candidates[start : start + VERIFY_PAIRS_AT_ONCE]
             wanted = distinct(part.ravel())
             missing = wanted[~np.isin(wanted, mine.ids, assume_unique=True)]
-            stored = SketchTable(*self.store.sketch_columns(missing.tolist()))
-            pairs += self.judge.pairs(SketchTable.joined([stored, mine]), part)  # stored ids come first
+            theirs = SketchTable(*self.store.sketch_columns(missing.tolist()))
+            pairs += self.judge.pairs(SketchTable.joined([theirs, mine]), part)  # stored ids come first
         self.store.insert_pairs(pairs)
-        self._merge_clusters([(a, b) for a, b, _, _ in pairs])
+        return self._merge_clusters([(a, b) for a, b, _, _ in pairs], None if stored else list(new))
 
-    def _merge_clusters(self, edges: list[tuple[int, int]]) -> None:
+    def _merge_clusters(self, edges: list[tuple[int, int]], unstored: list[int] | None = None) -> dict[int, int]:
         """Join the clusters that new pairs connect, each under the smallest cluster id among them (the labels
-        components() would give: a batch onto a large store joins a hundred thousand, so on arrays)."""
+        components() would give: a batch onto a large store joins a hundred thousand, so on arrays). Contents
+        not stored yet (unstored) are each their own cluster: their new cluster is returned, not written."""
         if not edges:
-            return
+            return {}
         ends = np.array(edges, np.int64).reshape(-1, 2)
         members = distinct(ends.ravel())
-        cluster_of = self.store.clusters_of(members.tolist())
-        clusters = np.fromiter((cluster_of[m] for m in members.tolist()), np.int64, len(members))
+        fresh = np.isin(members, np.asarray(unstored or [], np.int64))
+        clusters = members.copy()
+        cluster_of = self.store.clusters_of(members[~fresh].tolist())
+        clusters[~fresh] = np.fromiter((cluster_of[m] for m in members[~fresh].tolist()), np.int64, int((~fresh).sum()))
         labels = distinct(clusters)
         node = np.searchsorted(labels, clusters)
         roots = dense_components(len(labels), node[np.searchsorted(members, ends[:, 0])],
                                  node[np.searchsorted(members, ends[:, 1])])
         moved = np.flatnonzero(roots != np.arange(len(labels)))
-        self.store.relabel_clusters(dict(zip(labels[moved].tolist(), labels[roots[moved]].tolist())))
+        olds, news = labels[moved], labels[roots[moved]]
+        # An unstored content is its own cluster and the only member of it: its label is its id.
+        mine = np.isin(olds, members[fresh])
+        self.store.relabel_clusters(dict(zip(olds[~mine].tolist(), news[~mine].tolist())))
+        return dict(zip(olds[mine].tolist(), news[mine].tolist()))
 
     # --- removing ----------------------------------------------------------------
 

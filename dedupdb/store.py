@@ -675,21 +675,29 @@ class Store:
             found.update(rows.fetchall())
         return found
 
-    def insert_contents(self, fingerprints: list) -> list[int]:
-        """Store new contents, each its own cluster to begin with; returns their ids in order. The ids are
-        given here, the next free ones (this runs inside the writing transaction), so nothing is read back."""
-        if not fingerprints:
+    def next_content_ids(self, count: int) -> list[int]:
+        """The ids the next `count` new contents take (inside the writing transaction that stores them)."""
+        if not count:
             return []
         first = self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM contents").fetchone()[0]
-        ids = list(range(first, first + len(fingerprints)))
-        if ids[-1] > _CONTENT_ID_MASK:
+        if first + count - 1 > _CONTENT_ID_MASK:
             raise DatabaseError(f"{self.path} is full: it holds at most {_CONTENT_ID_MASK:,} distinct texts")
+        return list(range(first, first + count))
+
+    def insert_contents(self, fingerprints: list, ids: list[int] | None = None,
+                        clusters: dict[int, int] | None = None) -> list[int]:
+        """Store new contents under ids (by default the next free ones: next_content_ids), each in the cluster
+        `clusters` gives it or its own; returns their ids in order."""
+        if not fingerprints:
+            return []
+        ids = self.next_content_ids(len(fingerprints)) if ids is None else ids
+        clusters = clusters or {}
         self.conn.executemany(
             "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
             [
-                (i, fp.content_hash, fp.chars, fp.shingles, _kept_signature(fp), _blob(fp.sketch), fp.simhash_signed, i,
-                 _optional_blob(fp.fingerprints))
+                (i, fp.content_hash, fp.chars, fp.shingles, _kept_signature(fp), _blob(fp.sketch), fp.simhash_signed,
+                 clusters.get(i, i), _optional_blob(fp.fingerprints))
                 for i, fp in zip(ids, fingerprints)
             ],
         )

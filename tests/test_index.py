@@ -314,3 +314,35 @@ def test_merging_clusters_gives_the_labels_union_find_gives(edges, cluster_choic
     touched = {c for e in edges for c in e}
     labels = components({cluster_of[c] for c in touched}, [(cluster_of[a], cluster_of[b]) for a, b in edges])
     assert Recorder.moved == {old: new for old, new in labels.items() if old != new}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), min_size=1, max_size=60),
+       st.lists(st.integers(0, 29), min_size=30, max_size=30))
+def test_contents_linked_before_they_are_stored_end_in_the_clusters_relabelling_gives(edges, cluster_choice):
+    """A batch's new contents (30..40 here) are linked before their rows exist: the clusters they are written
+    with, and the relabelling of the stored clusters (0..29), leave every content where storing them first, each
+    its own cluster, then relabelling would."""
+    cluster_of = {c: min(c, cluster_choice[c]) for c in range(30)}
+    cluster_of = {c: cluster_of[cluster_of[c]] for c in cluster_of}
+    new = list(range(30, 41))
+
+    class Recorder:
+        moved: dict[int, int] = {}
+
+        def clusters_of(self, ids):
+            assert not set(ids) & set(new), "a content without a row was looked up"
+            return {i: cluster_of[i] for i in ids}
+
+        def relabel_clusters(self, mapping):
+            Recorder.moved = mapping
+
+    indexer = object.__new__(dedupdb.index.Indexer)
+    indexer.store = Recorder()
+    written = indexer._merge_clusters(edges, new)
+    final = {c: Recorder.moved.get(k, k) for c, k in cluster_of.items()} | {c: written.get(c, c) for c in new}
+
+    everything = {**cluster_of, **{c: c for c in new}}
+    touched = {c for e in edges for c in e}
+    labels = components({everything[c] for c in touched}, [(everything[a], everything[b]) for a, b in edges])
+    assert final == {c: labels.get(k, k) for c, k in everything.items()}
