@@ -229,7 +229,7 @@ def _as_schema_3(db_path: Path) -> None:
     """Turn a current store back into schema 3: no containment rows, no fingerprints."""
     conn = sqlite3.connect(db_path, isolation_level=None)
     conn.executescript(
-        "BEGIN; DROP TABLE run_blocks; DROP TABLE runs; CREATE TABLE index_keys (entry INTEGER PRIMARY KEY);"
+        "BEGIN; DROP TABLE run_filters; DROP TABLE run_blocks; DROP TABLE runs; CREATE TABLE index_keys (entry INTEGER PRIMARY KEY);"
         "DROP INDEX contents_without_fingerprints;"
         "ALTER TABLE contents DROP COLUMN fingerprints; PRAGMA user_version = 3; COMMIT;"
     )

@@ -58,7 +58,7 @@ def _as_schema_2(db_path) -> None:
     """Turn a current database back into the schema-2 layout: index rows in two tables, user_version 2."""
     conn = sqlite3.connect(db_path, isolation_level=None)
     conn.executescript(
-        "BEGIN; DROP TABLE run_blocks; DROP TABLE runs;"
+        "BEGIN; DROP TABLE run_filters; DROP TABLE run_blocks; DROP TABLE runs;"
         "CREATE TABLE lsh_bands (band INTEGER NOT NULL, key INTEGER NOT NULL, content_id INTEGER NOT NULL,"
         " PRIMARY KEY (band, key, content_id)) WITHOUT ROWID;"
         "CREATE TABLE simhash_blocks (block INTEGER NOT NULL, value INTEGER NOT NULL, content_id INTEGER NOT NULL,"
@@ -123,7 +123,7 @@ def test_schema_4_index_tables_become_runs_on_open(tmp_path, db_path, cli):
     before, rows, containment_rows = _five_documents_stored(tmp_path, db_path)
     conn = sqlite3.connect(db_path, isolation_level=None)
     conn.executescript(
-        "BEGIN; DROP TABLE run_blocks; DROP TABLE runs; DELETE FROM meta WHERE key LIKE 'runs.%';"
+        "BEGIN; DROP TABLE run_filters; DROP TABLE run_blocks; DROP TABLE runs; DELETE FROM meta WHERE key LIKE 'runs.%';"
         "CREATE TABLE index_keys (entry INTEGER PRIMARY KEY); CREATE TABLE containment_keys (entry INTEGER PRIMARY KEY);"
         "PRAGMA user_version = 4; COMMIT;"
     )
