@@ -691,6 +691,8 @@ class Store:
         if not fingerprints:
             return []
         ids = self.next_content_ids(len(fingerprints)) if ids is None else ids
+        if len(ids) != len(fingerprints):
+            raise ValueError(f"{len(fingerprints)} contents given {len(ids)} ids")
         clusters = clusters or {}
         self.conn.executemany(
             "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints) "
