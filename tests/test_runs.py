@@ -34,7 +34,11 @@ def _within(model: set[int], lows, highs) -> list[int]:
     return sorted(v for v in model if any(lo <= v <= hi for lo, hi in zip(lows, highs)))
 
 
-def test_runs_match_a_set_through_inserts_deletes_and_merges(store, small_runs):
+@pytest.mark.parametrize("memory_entries", [0, 100, runs_module.MEMORY_RUN_ENTRIES])
+def test_runs_match_a_set_through_inserts_deletes_and_merges(store, small_runs, monkeypatch, memory_entries):
+    """Against a set, with no run held in memory, some, or all the small ones (lookups read blocks, memory or
+    both), and as another connection reads the blocks."""
+    monkeypatch.setattr(runs_module, "MEMORY_RUN_ENTRIES", memory_entries)
     rng = random.Random(7)
     runs = store._index
     model: set[int] = set()
@@ -62,6 +66,13 @@ def test_runs_match_a_set_through_inserts_deletes_and_merges(store, small_runs):
     levels = [r.level for r in runs._current().values()]
     assert all(levels.count(level) < runs_module.FANOUT for level in set(levels))
     assert len(levels) < 20 and max(levels) >= 2
+    # What was merged in memory is what the blocks hold, as another connection reads them.
+    assert runs.faults() == []
+    other = Store.open(store.path)
+    try:
+        assert np.array_equal(np.sort(np.concatenate(list(other._index.chunks()))), everything)
+    finally:
+        other.close()
 
 
 def test_a_rolled_back_change_is_forgotten(store, small_runs):
