@@ -50,14 +50,7 @@ def _overlaps(values, starts, lengths, left, right, k):
     return shared_out, jaccard_out
 
 
-def overlaps(sketches: list[np.ndarray], left: np.ndarray, right: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(shared, Jaccard) arrays of the pairs (sketches[left[i]], sketches[right[i]])."""
-    lengths = np.array([len(s) for s in sketches], np.int64)
-    values = np.concatenate(sketches).astype(np.uint32, copy=False) if sketches else np.empty(0, np.uint32)
-    return overlaps_of(values, np.cumsum(lengths) - lengths, lengths, left, right, k)
-
-
-def overlaps_of(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray, left: np.ndarray, right: np.ndarray,
+def overlaps(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray, left: np.ndarray, right: np.ndarray,
                 k: int) -> tuple[np.ndarray, np.ndarray]:
     """(shared, Jaccard) arrays of the pairs of sketches left[i] and right[i], sketch j being
     values[starts[j]:][:lengths[j]]."""

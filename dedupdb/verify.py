@@ -143,7 +143,7 @@ class PairJudge:
             jaccard, shared = np.array(jaccards, np.float64), np.array(shared_counts, np.int64)
             self._numpy_seconds += time.perf_counter() - started
         else:
-            shared, jaccard = fast.overlaps_of(table.values, table.starts, table.lengths, left, right, self.sketch_size)
+            shared, jaccard = fast.overlaps(table.values, table.starts, table.lengths, left, right, self.sketch_size)
         kept = np.flatnonzero((jaccard >= self.threshold) & (shared >= MIN_SHARED_SHINGLES))
         distances = table.distances(left[kept], right[kept])
         return [(a, b, round(value, 4), distance) for a, b, value, distance in

@@ -36,7 +36,9 @@ def _sketches(seed: int, count: int, k: int) -> list[np.ndarray]:
 def test_compiled_overlaps_equal_sketch_overlap(seed, k):
     sketches = _sketches(seed, 12, k)
     left, right = np.triu_indices(len(sketches), 1)
-    shared, jaccard = fastverify.overlaps(sketches, left, right, k)
+    lengths = np.array([len(s) for s in sketches], np.int64)
+    values = np.concatenate(sketches).astype(np.uint32)
+    shared, jaccard = fastverify.overlaps(values, np.cumsum(lengths) - lengths, lengths, left, right, k)
     for a, b, s, j in zip(left.tolist(), right.tolist(), shared.tolist(), jaccard.tolist()):
         assert (j, s) == sketch_overlap(sketches[a], sketches[b], k)
 
@@ -85,7 +87,7 @@ def test_pair_judge_turns_to_compiled_code_once_numpy_has_taken_as_long(monkeypa
     signatures = {i: Signature(s, None) for i, s in enumerate(sketches)}
     pairs = np.array([(0, 1), (1, 2), (2, 3), (0, 3)], np.int64)
     calls = []
-    counted = types.SimpleNamespace(overlaps_of=lambda *a: calls.append(1) or fastverify.overlaps_of(*a))
+    counted = types.SimpleNamespace(overlaps=lambda *a: calls.append(1) or fastverify.overlaps(*a))
     monkeypatch.setattr(PairJudge, "_fast", staticmethod(lambda: counted))
     monkeypatch.delitem(sys.modules, "numba")  # as if it were not loaded yet
     judge_ = PairJudge(0.2, 16)
