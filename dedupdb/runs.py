@@ -387,8 +387,8 @@ class Runs:
             "UPDATE runs SET entries = ?, level = ?, fences = ? WHERE id = ?",
             (run.entries, run.level, _fences(run), run.id),
         )
-        if run.filter is not None and self.keep_filters and not run.filter_kept:
-            self._keep_filter(run)
+        if run.filter is not None:
+            self._keep_filter(run)  # the insert, merge or delete writing the run marks the change
 
     # --- merging ----------------------------------------------------------------------------------
 
@@ -531,19 +531,23 @@ class Runs:
             for entries in [run.data] if run.data is not None else self._run_chunks(run):
                 bits.add_sorted(entries)
             run.filter = bits
-        if keep and self.keep_filters and not run.filter_kept:
-            self._keep_filter(run)
+        if keep and self._keep_filter(run):
+            # Marked as a change: should this transaction roll back, this connection reads the runs again, so a
+            # filter it thinks kept always is.
+            self._changed()
         return run.filter
 
-    def _keep_filter(self, run: _Run) -> None:
-        """Keep a run's filter in the store (inside the caller's write transaction). The change mark makes a
-        rollback read the runs again, so a filter this connection thinks kept always is."""
+    def _keep_filter(self, run: _Run) -> bool:
+        """Keep a run's filter in the store, unless kept already, of a family that keeps none, or too large
+        (inside the caller's write transaction); whether it was written."""
+        if not self.keep_filters or run.filter_kept:
+            return False
         data = run.filter.to_bytes()
         if len(data) > KEEP_FILTER_BYTES:
-            return
-        self._changed()
+            return False
         self.conn.execute("INSERT OR REPLACE INTO run_filters (run, bits) VALUES (?, ?)", (run.id, data))
         run.filter_kept = True
+        return True
 
     def _run_chunks(self, run: _Run) -> Iterator[np.ndarray]:
         reader = _RunReader(self, run)
