@@ -195,7 +195,7 @@ def write_shard(path: Path, corpus: Corpus, ids: list[int]) -> None:
     tmp.rename(path)
 
 
-def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str) -> float:
+def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str, order: str) -> float:
     """Index documents ids through the public API: db.add on JSONL record files of SHARD_DOCS documents,
     one add per file (a file already indexed is skipped as unchanged, so an interrupted build resumes). Prints
     how long the first and the last tenth took: whether an add slows as the store grows."""
@@ -225,7 +225,7 @@ def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str)
             log(f"[{label}] failed: {summary.failed[:3]}")
     with db.store.transaction():
         db.store.write_meta({"bench.n": str(len(ids)), "bench.seed": str(corpus.seed),
-                             "bench.order": "mixed" if ids != sorted(ids) else "generated"})
+                             "bench.order": order})
     log(f"[{label}] generating and writing the JSONL shards took {write_seconds:.0f} s (not counted)")
     tenth = max(1, len(shard_seconds) // 10)
     if len(shard_seconds) >= 2 * tenth:
@@ -248,7 +248,7 @@ def open_or_build(path: Path, corpus: Corpus, ids: list[int], shard_dir: Path, l
         return db, None
     if meta.get("bench.seed", str(corpus.seed)) != str(corpus.seed):
         sys.exit(f"{path} was built with another --seed; give a new --db")
-    return db, build_store(db, corpus, ids, shard_dir, label)
+    return db, build_store(db, corpus, ids, shard_dir, label, order)
 
 
 def file_bytes(path: Path) -> int:
