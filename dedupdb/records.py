@@ -396,7 +396,6 @@ def _pick(obj, options: RecordOptions, line: int) -> tuple[str, str] | str:
     return record_id, text
 
 
-
 def _csv_records(
     stream: BinaryIO, options: RecordOptions, start_offset: int, start_line: int, encoding: str, hasher, limit: int
 ):
