@@ -81,22 +81,23 @@ class Indexer:
         if not documents:
             return 0
         hashes = [d.content_hash for d in documents]
-        known = self.store.content_ids_by_hash(list(set(hashes)))
-        fresh = [h for h in dict.fromkeys(hashes) if h not in known]
+        held = Counter(hashes)  # documents of each text in this batch
+        known = self.store.content_ids_by_hash(list(held))
+        fresh = [h for h in held if h not in known]
         fingerprints = self.fingerprinter.batch([sketches[h] for h in fresh])
         content_ids = self.store.next_content_ids(len(fingerprints))
         new_ids: dict[int, Fingerprint] = dict(zip(content_ids, fingerprints))
         # Linked before their rows are written, so a new content is written into the cluster it joins: only
         # clusters stored before are relabelled (a batch of near-duplicates onto a large store meets 100,000).
         clusters = self._index_and_link(new_ids, stored=False)
-        self.store.insert_contents(fingerprints, content_ids, clusters)
+        self.store.insert_contents(fingerprints, content_ids, clusters, [held[h] for h in fresh])
         self.containment.add({cid: fp.fingerprints for cid, fp in new_ids.items()})
+        self.store.change_document_counts({known[h]: held[h] for h in held if h in known})  # before fresh join known
         for fp, content_id in zip(fingerprints, content_ids):
             known[fp.content_hash] = content_id
         self.store.insert_documents(
             [(d.key, d.file_id, d.record, known[h], d.bytes, d.mtime_ns, d.snippet) for h, d in zip(hashes, documents)]
         )
-        self.store.change_document_counts(dict(Counter(known[h] for h in hashes)))
         return len(new_ids)
 
     def _index_and_link(self, new: dict[int, Fingerprint], stored: bool = True) -> dict[int, int]:
@@ -104,7 +105,8 @@ class Indexer:
         their clusters. With stored false, the new contents have no rows yet: the cluster each joins is returned
         ({content id: cluster}, for those not in their own) for their rows to be written with."""
         ids, keys = self._index_rows(new)
-        candidates = _shared_keys(ids, keys, *self.store.index_and_match(ids, keys))
+        (keys, ids), before = self.store.index_and_match(ids, keys)
+        candidates = _shared_keys(keys, ids, *before)
         if not len(candidates):
             return {}
         mine = SketchTable.of({cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()})
@@ -226,12 +228,10 @@ def _unsigned(value: int | None) -> int | None:
 
 
 def _shared_keys(
-    ids: np.ndarray, keys: np.ndarray, stored_keys: np.ndarray, stored_ids: np.ndarray
+    keys: np.ndarray, ids: np.ndarray, stored_keys: np.ndarray, stored_ids: np.ndarray
 ) -> np.ndarray:
-    """Candidate pairs, (n, 2) content ids (a < b) in order: new rows (ids, keys) sharing a key with a stored row
-    or with each other."""
-    order = np.argsort(keys, kind="stable")
-    keys, ids = keys[order], ids[order]
+    """Candidate pairs, (n, 2) content ids (a < b) in order: new rows (keys, ids; in key order) sharing a key with
+    a stored row or with each other."""
     lows = np.searchsorted(keys, stored_keys, "left")
     meeting = np.searchsorted(keys, stored_keys, "right") - lows
     # Every two new rows of one key: each row with the rows after it in its run of equal keys.

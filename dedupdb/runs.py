@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hashing import distinct, ranges
+from .hashing import distinct, distinct_of_sorted, ranges
 
 # Entries per block kept whole: 16,000 bytes, which one 16 KiB page holds whole; a packed block (see _packed)
 # holds more entries in as many bytes. Reading a block costs about as much per
@@ -283,11 +283,13 @@ class Runs:
 
     # --- writing ----------------------------------------------------------------------------------
 
-    def insert(self, entries: np.ndarray) -> None:
-        """Add rows (any order, repeats stored once) as a run of their own, then merge runs while some level
-        holds FANOUT of them. The rows must not be stored already: every row names its content, and a content's
-        rows are added once (when it arrives, or when an index is rebuilt after clear())."""
-        entries = distinct(np.asarray(entries, dtype=np.int64))
+    def insert(self, entries: np.ndarray, sorted_distinct: bool = False) -> None:
+        """Add rows (any order, repeats stored once; with sorted_distinct, already so) as a run of their own, then
+        merge runs while some level holds FANOUT of them. The rows must not be stored already: every row names its
+        content, and a content's rows are added once (when it arrives, or when an index is rebuilt after clear())."""
+        entries = np.asarray(entries, dtype=np.int64)
+        if not sorted_distinct:
+            entries = distinct(entries)
         if len(entries) == 0:
             return
         runs = self._current()
@@ -417,10 +419,10 @@ class Runs:
             parts = [pending] + [r.take_through(bound) for r in readers]
             merged_part = np.concatenate(parts)
             merged_part.sort(kind="stable")
-            pending = self._write_blocks(out, _distinct_sorted(merged_part), final=False)
+            pending = self._write_blocks(out, distinct_of_sorted(merged_part), final=False)
         rest = np.concatenate([pending] + [r.take_through(np.iinfo(np.int64).max) for r in readers])
         rest.sort()
-        self._write_blocks(out, _distinct_sorted(rest))
+        self._write_blocks(out, distinct_of_sorted(rest))
         out.level = level_of(out.entries)
         self._finish_run(out)
         ids = [r.id for r in merged]
@@ -670,12 +672,6 @@ def _covering_blocks(run: _Run, lows: np.ndarray, highs: np.ndarray) -> np.ndarr
     if len(first) == 0:
         return np.empty(0, np.int64)
     return distinct(ranges(first, last - first + 1))
-
-
-def _distinct_sorted(values: np.ndarray) -> np.ndarray:
-    if len(values) < 2:
-        return values
-    return values[np.concatenate(([True], values[1:] != values[:-1]))]
 
 
 def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import migrate
 from .errors import DatabaseError
-from .hashing import distinct, distinct_counts
+from .hashing import distinct, distinct_counts, distinct_of_sorted
 from .runs import Runs
 
 _CHUNK = 500  # bound on SQL variables per statement
@@ -685,22 +685,24 @@ class Store:
         return list(range(first, first + count))
 
     def insert_contents(self, fingerprints: list, ids: list[int] | None = None,
-                        clusters: dict[int, int] | None = None) -> list[int]:
+                        clusters: dict[int, int] | None = None, documents: list[int] | None = None) -> list[int]:
         """Store new contents under ids (by default the next free ones: next_content_ids), each in the cluster
-        `clusters` gives it or its own; returns their ids in order."""
+        `clusters` gives it or its own, and held by as many documents as `documents` says (none by default);
+        returns their ids in order."""
         if not fingerprints:
             return []
         ids = self.next_content_ids(len(fingerprints)) if ids is None else ids
-        if len(ids) != len(fingerprints):
-            raise ValueError(f"{len(fingerprints)} contents given {len(ids)} ids")
+        documents = [0] * len(fingerprints) if documents is None else documents
+        if not len(ids) == len(documents) == len(fingerprints):
+            raise ValueError(f"{len(fingerprints)} contents given {len(ids)} ids and {len(documents)} counts")
         clusters = clusters or {}
         self.conn.executemany(
             "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (i, fp.content_hash, fp.chars, fp.shingles, _kept_signature(fp), _blob(fp.sketch), fp.simhash_signed,
-                 clusters.get(i, i), _optional_blob(fp.fingerprints))
-                for i, fp in zip(ids, fingerprints)
+                 clusters.get(i, i), held, _optional_blob(fp.fingerprints))
+                for i, fp, held in zip(ids, fingerprints, documents)
             ],
         )
         return ids
@@ -711,7 +713,7 @@ class Store:
             "UPDATE contents SET documents = documents + ? WHERE id = ?", [(d, c) for c, d in deltas.items()]
         )
         orphans = []
-        for chunk in _chunks(list(deltas)):
+        for chunk in _chunks([c for c, d in deltas.items() if d < 0]):  # only a loss can leave a content unheld
             rows = self.conn.execute(
                 f"SELECT id FROM contents WHERE documents <= 0 AND id IN ({_marks(len(chunk))})", chunk
             )
@@ -789,13 +791,19 @@ class Store:
 
     # LSH band rows and SimHash block rows, each one integer, (33-bit key of slot and value) << 30 | content id,
     # kept as sorted runs (runs.py): the rows under one key are one range of every run.
-    def index_and_match(self, content_ids: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Probe, then add, index rows (keys[i] belongs to content_ids[i]): returns (key, content id) arrays of
-        the rows that were stored before under one of these keys. The probes use the runs' key filters (an
-        ingest probes many keys, most of them in no run)."""
-        found = self.match_index(keys, filtered=True)
-        self._index.insert(_entries(content_ids, keys))
-        return found
+    def index_and_match(self, content_ids: np.ndarray, keys: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray],
+                                                                               tuple[np.ndarray, np.ndarray]]:
+        """Probe, then add, index rows (keys[i] belongs to content_ids[i]). Returns two pairs of (key, content id)
+        arrays: the new rows, distinct and in key order, and the rows stored before under one of their keys. The
+        probes use the runs' key filters (an ingest probes many keys, most of them in no run). The rows are
+        sorted once, as the entries they are stored as, for all three uses."""
+        entries = distinct(_entries(content_ids, keys))
+        new_keys = entries >> CONTENT_ID_BITS
+        starts = distinct_of_sorted(new_keys) << CONTENT_ID_BITS
+        found = self._index.lookup(starts, starts + _CONTENT_ID_MASK, filtered=True) if len(starts) else starts
+        self._index.insert(entries, sorted_distinct=True)
+        return ((new_keys.astype(np.uint64), entries & _CONTENT_ID_MASK),
+                ((found >> CONTENT_ID_BITS).astype(np.uint64), found & _CONTENT_ID_MASK))
 
     def insert_index(self, content_ids: np.ndarray, keys: np.ndarray) -> None:
         """Add index rows without probing for those stored under their keys: for contents whose pairs are known

@@ -12,6 +12,9 @@ import dedupdb.check
 import dedupdb.index
 import dedupdb.pipeline as pipeline
 from dedupdb.cluster import UnionFind, components
+from dedupdb.hashing import content_hash
+from dedupdb.normalize import normalize
+from dedupdb.records import RecordOptions
 
 from .conftest import ENGLISH, ENGLISH_OTHER, interrupt_batch, write
 
@@ -346,3 +349,25 @@ def test_contents_linked_before_they_are_stored_end_in_the_clusters_relabelling_
     touched = {c for e in edges for c in e}
     labels = components({everything[c] for c in touched}, [(everything[a], everything[b]) for a, b in edges])
     assert final == {c: labels.get(k, k) for c, k in everything.items()}
+
+
+def test_document_counts_of_texts_repeated_in_a_batch_and_stored_before(tmp_path, db_path):
+    """A batch holding a new text three times and a stored one twice: the new content is written with its
+    count, the stored one's count grows, and removing documents brings both down (check agrees every time)."""
+    records = tmp_path / "r.jsonl"
+    lines = [ENGLISH, ENGLISH_OTHER, ENGLISH_OTHER, ENGLISH, ENGLISH + " again", ENGLISH]
+    records.write_text("".join(f'{{"id": "{i}", "text": "{t}"}}\n' for i, t in enumerate(lines)))
+    first = tmp_path / "first.txt"
+    write(first, ENGLISH_OTHER)
+    with dedupdb.open(db_path) as db:
+        db.add([first])
+        db.add([records], records=RecordOptions("jsonl", id_field="id"))
+        counts = dict(db.store.conn.execute("SELECT hash, documents FROM contents").fetchall())
+        by_text = {t: counts[content_hash(normalize(t))] for t in set(lines)}
+        assert by_text == {ENGLISH: 3, ENGLISH_OTHER: 3, ENGLISH + " again": 1}
+        assert db.check().sound
+        records.write_text(f'{{"id": "0", "text": "{ENGLISH}"}}\n')
+        db.add([records], records=RecordOptions("jsonl", id_field="id"))
+        counts = dict(db.store.conn.execute("SELECT hash, documents FROM contents").fetchall())
+        assert sorted(counts.values()) == [1, 1]
+        assert db.check().sound

@@ -346,3 +346,22 @@ def test_a_delete_that_fails_midway_leaves_nothing_wrong_in_memory(store, small_
     with store.transaction():
         assert np.array_equal(store._index.lookup(entries, entries, filtered=True), entries)
     assert store._index.faults() == []
+
+
+def test_index_and_match_returns_new_rows_in_key_order_and_those_stored_before(store, small_runs):
+    """The new rows come back distinct and in key order (what pairing them takes), the rows stored before under
+    their keys beside them, and both are stored afterwards: against a plain list of (key, id) rows."""
+    rng = np.random.default_rng(11)
+    stored: set[tuple[int, int]] = set()
+    with store.transaction():
+        for batch in range(6):
+            ids = rng.integers(1 + 50 * batch, 50 * (batch + 1), 120)
+            keys = rng.integers(0, 90, 120).astype(np.uint64)  # repeats within the batch and across batches
+            (new_keys, new_ids), (old_keys, old_ids) = store.index_and_match(ids, keys)
+            rows = sorted(set(zip(keys.tolist(), ids.tolist())))
+            assert list(zip(new_keys.tolist(), new_ids.tolist())) == rows
+            wanted = {k for k, _ in rows}
+            assert sorted(zip(old_keys.tolist(), old_ids.tolist())) == sorted(r for r in stored if r[0] in wanted)
+            stored |= set(rows)
+    found_keys, found_ids = store.match_index(np.arange(90, dtype=np.uint64))
+    assert sorted(zip(found_keys.tolist(), found_ids.tolist())) == sorted(stored)
