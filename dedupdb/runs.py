@@ -132,39 +132,71 @@ def _fences(run: _Run) -> bytes:
     return np.column_stack((run.block_ids, run.firsts)).astype("<i8").tobytes()
 
 
-# How a block keeps its entries, told apart by bytes per entry (a block row holds its count): the gap from the
-# previous entry's key and the content id, packed, which most blocks allow (keys are hashes, dense once a run is
-# large: a million documents' index keys lie about 150 apart), or the entries whole.
+# How a block keeps its entries, told apart by its length against its count of entries (a block row holds it).
+# Written now: the gap from the previous entry's key above the content id in one little-endian integer of 4, 5 or
+# 6 bytes ("split"), the id in as few low bits as the block's largest id needs (a byte before the entries says how
+# many), its blocks 4, 5 or 6 * entries + 1 bytes long; or the entries whole, 8 * entries. Keys are hashes, so a
+# run's keys lie about 2**33 / rows apart: at some 60 rows a text, the gap and id of a large run's entry fit 4
+# bytes at any store size, those of a small run 5. A split block holds at least two entries, so no length is
+# read two ways. Read too: 5 and 6 * entries bytes, gaps of 16 bits and ids of 24 or 32 (stores written before).
+_SPLIT_WIDTHS = (4, 5, 6)
 _GAP_AND_ID24 = np.dtype([("gap", "<u2"), ("id_low", "<u2"), ("id_high", "u1")])  # 5 bytes: ids below 2**24
 _GAP_AND_ID32 = np.dtype([("gap", "<u2"), ("id", "<u4")])                         # 6 bytes
 _WHOLE = 8                                                                         # little-endian int64
 _ID_MASK = (1 << _CONTENT_ID_BITS) - 1
+_LAYOUTS = (*_SPLIT_WIDTHS, _WHOLE)  # written, smallest first
 
 
-def _packed(entries: np.ndarray, layout: np.dtype | None) -> bytes | None:
-    """The bytes of sorted entries in one layout (None: kept whole), or None when they do not fit it."""
-    if layout is None:
+def _packed(entries: np.ndarray, width: int) -> bytes | None:
+    """The bytes of sorted entries split in `width` bytes each, or kept whole (_WHOLE); None when they do not fit."""
+    if width == _WHOLE:
         return entries.astype("<i8").tobytes()
+    if len(entries) < 2:
+        return None
     keys = entries >> _CONTENT_ID_BITS
     ids = entries & _ID_MASK
     gaps = np.diff(keys, prepend=keys[:1])
-    if len(entries) == 0 or gaps.max() >= 1 << 16 or (layout is _GAP_AND_ID24 and ids.max() >= 1 << 24):
+    id_bits = max(1, int(ids.max()).bit_length())
+    if int(gaps.max()) >= 1 << (8 * width - id_bits):
         return None
-    packed = np.empty(len(entries), layout)
-    if layout is _GAP_AND_ID24:
-        packed["id_low"], packed["id_high"] = ids & 0xFFFF, ids >> 16
-    else:
-        packed["id"] = ids
-    packed["gap"] = gaps
-    return packed.tobytes()
+    values = ((gaps << id_bits) | ids).astype("<u8")
+    if width == 4:
+        return bytes([id_bits]) + values.astype("<u4").tobytes()
+    return bytes([id_bits]) + values.view(np.uint8).reshape(-1, 8)[:, :width].tobytes()
 
 
-_LAYOUTS = (_GAP_AND_ID24, _GAP_AND_ID32, None)  # smallest first
-
-
-def _per_block(layout: np.dtype | None) -> int:
+def _per_block(width: int) -> int:
     """Entries a block of this layout holds: as many as fill the bytes of BLOCK_ENTRIES whole ones."""
-    return BLOCK_ENTRIES * _WHOLE // (_WHOLE if layout is None else layout.itemsize)
+    return BLOCK_ENTRIES * _WHOLE // width
+
+
+def _layout_of(size: int, entries: int) -> int | np.dtype | None:
+    """How a block of `entries` entries in `size` bytes keeps them: a split width, _WHOLE, one of the packed
+    dtypes of before, or None when no layout gives that length (a damaged block)."""
+    if entries <= 0:
+        return None
+    width, rest = divmod(size, entries)
+    if rest == 1 and entries >= 2 and width in _SPLIT_WIDTHS:
+        return width
+    if rest == 0:
+        return {_WHOLE: _WHOLE, _GAP_AND_ID24.itemsize: _GAP_AND_ID24, _GAP_AND_ID32.itemsize: _GAP_AND_ID32}.get(width)
+    return None
+
+
+def _kind(layout: int | np.dtype | None) -> int:
+    if layout is None:
+        raise ValueError("a block whose length fits no layout")
+    return layout if isinstance(layout, int) else -layout.itemsize
+
+
+def _split_values(blobs: list[bytes], width: int) -> np.ndarray:
+    """The integers of split blocks of one width (each block's leading byte left out), as int64."""
+    joined = b"".join([blob[1:] for blob in blobs])
+    if width == 4:
+        return np.frombuffer(joined, "<u4").astype(np.int64)
+    whole = np.zeros((len(joined) // width, 8), np.uint8)
+    whole[:, :width] = np.frombuffer(joined, np.uint8).reshape(-1, width)
+    return whole.view("<i8").ravel()
 
 
 def _blob(entries: np.ndarray) -> bytes:
@@ -197,22 +229,29 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
     """The entries of blocks, joined in the order given; with lows and highs, only those within one of the ranges
     [lows[i], highs[i]] (lows sorted, ranges disjoint), sorted. All blocks of one layout are decoded at once, and
     of packed ones only the keys before the ranges are known (a probe wants a few entries of each block)."""
-    widths = np.array([len(b) for b in blobs], np.int64) // np.maximum(counts, 1)
+    # Each block's layout as a number: a split width or _WHOLE, or minus the width of a packed layout of before.
+    kinds = np.array([_kind(_layout_of(len(b), c)) for b, c in zip(blobs, counts.tolist())], np.int64)
     ranged = lows is not None
     out = np.empty(0 if ranged else int(counts.sum()), np.int64)
     starts = np.cumsum(counts) - counts
     parts = []
-    for width in sorted(set(widths.tolist())):  # not np.unique, which loads numpy.ma: a cold query feels it
-        picked = np.flatnonzero(widths == width)
-        joined = b"".join([blobs[i] for i in picked.tolist()])
-        if width == _WHOLE:
-            values = np.frombuffer(joined, "<i8")
+    for kind in sorted(set(kinds.tolist())):  # not np.unique, which loads numpy.ma: a cold query feels it
+        picked = np.flatnonzero(kinds == kind)
+        layout = kind if kind > 0 else _GAP_AND_ID24 if kind == -_GAP_AND_ID24.itemsize else _GAP_AND_ID32
+        if kind == _WHOLE:
+            values = np.frombuffer(b"".join([blobs[i] for i in picked.tolist()]), "<i8")
             if ranged:
                 values = _in_ranges(values, lows, highs)
         else:
-            packed = np.frombuffer(joined, _GAP_AND_ID24 if width == _GAP_AND_ID24.itemsize else _GAP_AND_ID32)
+            if isinstance(layout, int):  # split: each block's byte of id bits, then its entries
+                split = _split_values([blobs[i] for i in picked.tolist()], layout)
+                id_bits = np.repeat(np.frombuffer(bytes([blobs[i][0] for i in picked.tolist()]), np.uint8),
+                                    counts[picked]).astype(np.int64)
+                sums = split >> id_bits
+            else:
+                packed = np.frombuffer(b"".join([blobs[i] for i in picked.tolist()]), layout)
+                sums = packed["gap"].astype(np.int64)
             # Each block's keys: its first key plus the running sum of the gaps since its start.
-            sums = packed["gap"].astype(np.int64)
             np.cumsum(sums, out=sums)  # in place on a contiguous copy: twice as fast as on the strided field
             block_starts = np.cumsum(counts[picked]) - counts[picked]
             base = (firsts[picked] >> _CONTENT_ID_BITS) - sums[block_starts]
@@ -222,11 +261,14 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
                 begin = np.searchsorted(keys, lows >> _CONTENT_ID_BITS, "left")
                 end = np.searchsorted(keys, highs >> _CONTENT_ID_BITS, "right")
                 at = distinct(ranges(begin, np.maximum(end - begin, 0)))
-                packed, keys = packed[at], keys[at]
-            if width == _GAP_AND_ID24.itemsize:
+                keys = keys[at]
+            if isinstance(layout, int):
+                ids = split[at] & ((1 << id_bits[at]) - 1)
+            elif layout is _GAP_AND_ID24:
+                packed = packed[at]
                 ids = packed["id_low"].astype(np.int64) | (packed["id_high"].astype(np.int64) << 16)
             else:
-                ids = packed["id"].astype(np.int64)
+                ids = packed[at]["id"].astype(np.int64)
             values = (keys << _CONTENT_ID_BITS) | ids
             if ranged:
                 values = _in_ranges(values, lows, highs)
@@ -584,7 +626,7 @@ class Runs:
                 continue
             total, previous = 0, None
             for position, (block_id, first, entries, data) in enumerate(rows):
-                if entries <= 0 or len(data) not in (e * entries for e in (_GAP_AND_ID24.itemsize, _GAP_AND_ID32.itemsize, _WHOLE)):
+                if _layout_of(len(data), entries) is None:
                     out.append(f"run {run.id}: block {block_id} holds {len(data)} bytes for {entries} entries")
                     continue
                 values = _array(first, entries, data)
@@ -644,7 +686,8 @@ class _RunReader:
         """The loaded entries up to bound (all of them when the bound is their last), loading more after."""
         if self.done:
             return np.empty(0, np.int64)
-        cut = int(np.searchsorted(self._loaded, bound, "right"))
+        # All of them when the bound is their last: also what keeps a damaged (unsorted) block moving on.
+        cut = len(self._loaded) if bound >= self.last else int(np.searchsorted(self._loaded, bound, "right"))
         taken, self._loaded = self._loaded[:cut], self._loaded[cut:]
         if len(self._loaded) == 0:
             self._load()

@@ -96,21 +96,24 @@ def mixed_folder(tmp_path) -> Path:
 
 
 def stored_rows(db_path: Path, family: str = "index"):
-    """Every packed row (int64 numpy array) of one family of runs ('index' or 'containment'), read as a careless
-    tool would, straight from the blocks."""
+    """Every packed row (int64 numpy array) of one family of runs ('index' or 'containment'), read straight from
+    the blocks, each decoded on its own (not through the runs' fences)."""
     import sqlite3
 
     import numpy as np
 
+    from dedupdb.runs import _array
+
     number = {"index": 0, "containment": 1}[family]
     conn = sqlite3.connect(db_path)
     try:
-        blobs = conn.execute(
-            "SELECT b.data FROM run_blocks b JOIN runs r ON r.id = b.run WHERE r.family = ?", (number,)
+        blocks = conn.execute(
+            "SELECT b.first, b.entries, b.data FROM run_blocks b JOIN runs r ON r.id = b.run WHERE r.family = ?",
+            (number,),
         ).fetchall()
     finally:
         conn.close()
-    return np.concatenate([np.frombuffer(b, "<i8") for (b,) in blobs] or [np.empty(0, np.int64)]).astype(np.int64)
+    return np.concatenate([_array(*block) for block in blocks] or [np.empty(0, np.int64)]).astype(np.int64)
 
 
 def tamper_rows(db_path: Path, family: str = "index", remove=(), add=()) -> None:

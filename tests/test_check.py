@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import dedupdb
+import dedupdb.runs
 from dedupdb.check import CHECKS
 from dedupdb.cluster import components as union_find_components, dense_components as components
 
@@ -315,10 +316,11 @@ def test_damaged_runs_are_named(store, cli):
     """A block rewritten behind the store's back (its entries shuffled, its fence left as it was) fails 'runs', and
     the rows it hides fail 'index_rows' too, as lookups can no longer find them."""
     conn = sqlite3.connect(store)
-    block, data = conn.execute(
-        "SELECT b.id, b.data FROM run_blocks b JOIN runs r ON r.id = b.run WHERE r.family = 0 ORDER BY b.id LIMIT 1"
+    block, first, entries, data = conn.execute(
+        "SELECT b.id, b.first, b.entries, b.data FROM run_blocks b JOIN runs r ON r.id = b.run WHERE r.family = 0 "
+        "ORDER BY b.id LIMIT 1"
     ).fetchone()
-    values = np.frombuffer(data, "<i8")[::-1].copy()
+    values = dedupdb.runs._array(first, entries, data)[::-1].astype("<i8")  # kept whole, out of order
     conn.execute("UPDATE run_blocks SET data = ? WHERE id = ?", (values.tobytes(), block))
     conn.commit()
     conn.close()

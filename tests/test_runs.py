@@ -200,31 +200,71 @@ def test_queries_warm_a_run_up_after_a_few_lookups(store, small_runs):
 
 
 def test_blocks_are_packed_as_their_entries_allow_and_read_back_whole(store, small_runs):
-    """Dense keys with small content ids take 5 bytes an entry, with large ids 6, sparse keys 8; one run may hold
-    blocks of every layout, and reading any mix of them gives the entries back in order."""
+    """A block's gaps and ids split 4, 5 or 6 bytes an entry between them (and a byte a block), as the largest of
+    each allows; sparse keys are kept whole. One run may hold blocks of every layout, and reading any mix of them
+    gives the entries back in order."""
     rng = np.random.default_rng(2)
     shift = runs_module._CONTENT_ID_BITS
-    dense_small = (np.arange(0, 70, dtype=np.int64) << shift) | rng.integers(0, 1 << 24, 70)
-    dense_large = ((np.arange(100, 170, dtype=np.int64) * 3) << shift) | rng.integers(1 << 24, 1 << 30, 70)
-    sparse = (np.arange(1, 71, dtype=np.int64) << (shift + 20)) | rng.integers(0, 1 << 30, 70)
-    everything = np.unique(np.concatenate((dense_small, dense_large, sparse)))
+    dense_small = (np.arange(0, 70, dtype=np.int64) << shift) | rng.integers(0, 1 << 24, 70)           # 4
+    spread_small = ((1000 + np.arange(0, 70, dtype=np.int64) * 300) << shift) | rng.integers(1 << 23, 1 << 24, 70)  # 5
+    spread_large = ((50000 + np.arange(0, 70, dtype=np.int64) * 2000) << shift) | rng.integers(1 << 29, 1 << 30, 70)  # 6
+    sparse = (np.arange(1, 71, dtype=np.int64) << (shift + 30)) | rng.integers(0, 1 << 30, 70)          # whole
+    everything = np.unique(np.concatenate((dense_small, spread_small, spread_large, sparse)))
     runs = store._index
     with store.transaction():
         runs.insert(everything)
-    widths = {length // count for length, count in store.conn.execute("SELECT length(data), entries FROM run_blocks")}
-    assert widths == {5, 6, 8}
-    assert np.array_equal(np.sort(np.concatenate(list(runs.chunks()))), everything)
-    lows = everything[::9]
-    assert runs.lookup(lows, lows + (1 << shift) - 1).tolist() == [
-        v for v in everything.tolist() if any(lo <= v < lo + (1 << shift) for lo in lows.tolist())
-    ]
-    assert runs.faults() == []
+    layouts = {(length // count, length % count) for length, count in
+               store.conn.execute("SELECT length(data), entries FROM run_blocks WHERE entries > 1")}
+    assert {(4, 1), (5, 1), (6, 1), (8, 0)} <= layouts and layouts <= {(4, 1), (5, 1), (6, 1), (8, 0)}
+    _assert_reads(runs, everything)
     with store.transaction():
         runs.delete(everything[::4])
     assert np.array_equal(np.sort(np.concatenate(list(runs.chunks()))), np.setdiff1d(everything, everything[::4]))
     assert runs.faults() == []
     store.conn.execute("UPDATE run_blocks SET data = substr(data, 1, length(data) - 1) WHERE id = (SELECT min(id) FROM run_blocks)")
     assert any("bytes for" in fault for fault in runs.faults())
+
+
+def _assert_reads(runs, everything: np.ndarray) -> None:
+    """Read whole, looked up by key ranges and checked, the runs hold exactly these entries: as read from their
+    blocks, not as this connection holds them in memory."""
+    shift = runs_module._CONTENT_ID_BITS
+    runs._runs = None
+    assert np.array_equal(np.sort(np.concatenate(list(runs.chunks()))), everything)
+    lows = everything[::9]
+    assert runs.lookup(lows, lows + (1 << shift) - 1).tolist() == [
+        v for v in everything.tolist() if any(lo <= v < lo + (1 << shift) for lo in lows.tolist())
+    ]
+    assert runs.faults() == []
+
+
+def test_blocks_packed_as_stores_of_before_are_read(store, small_runs):
+    """Blocks of the two packed layouts written before the split ones (a 16-bit gap, and a 24- or 32-bit id) are
+    read as they were, beside split ones."""
+    rng = np.random.default_rng(4)
+    shift = runs_module._CONTENT_ID_BITS
+    small_ids = ((np.arange(0, 60, dtype=np.int64) * 900) << shift) | rng.integers(0, 1 << 24, 60)
+    large_ids = ((60000 + np.arange(0, 60, dtype=np.int64) * 900) << shift) | rng.integers(1 << 24, 1 << 30, 60)
+    everything = np.unique(np.concatenate((small_ids, large_ids)))
+    runs = store._index
+    with store.transaction():
+        runs.insert(everything)
+    rows = store.conn.execute("SELECT id, first, entries, data FROM run_blocks ORDER BY id").fetchall()
+    for block_id, first, count, data in rows[::2]:  # every other block as a store of before would hold it
+        entries = runs_module._array(first, count, data)
+        keys, ids = entries >> shift, entries & ((1 << shift) - 1)
+        layout = runs_module._GAP_AND_ID24 if ids.max() < 1 << 24 else runs_module._GAP_AND_ID32
+        packed = np.zeros(count, layout)
+        packed["gap"] = np.diff(keys, prepend=keys[:1])
+        if layout is runs_module._GAP_AND_ID24:
+            packed["id_low"], packed["id_high"] = ids & 0xFFFF, ids >> 16
+        else:
+            packed["id"] = ids
+        store.conn.execute("UPDATE run_blocks SET data = ? WHERE id = ?", (packed.tobytes(), block_id))
+    widths = {length // count for length, count in
+              store.conn.execute("SELECT length(data), entries FROM run_blocks WHERE length(data) % entries = 0")}
+    assert widths - {8} == {5, 6}  # (a block of one entry is kept whole)
+    _assert_reads(runs, everything)
 
 
 def test_filters_are_kept_so_another_process_reads_no_block_to_filter(tmp_path, store, small_runs, monkeypatch):
