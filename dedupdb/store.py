@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import migrate
+from . import migrate, sketchpack
 from .errors import DatabaseError
 from .hashing import distinct, distinct_counts, distinct_of_sorted
 from .runs import Runs
@@ -696,13 +696,14 @@ class Store:
         if not len(ids) == len(documents) == len(fingerprints):
             raise ValueError(f"{len(fingerprints)} contents given {len(ids)} ids and {len(documents)} counts")
         clusters = clusters or {}
+        sketches = sketchpack.pack([fp.sketch for fp in fingerprints])
         self.conn.executemany(
             "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (i, fp.content_hash, fp.chars, fp.shingles, _kept_signature(fp), _blob(fp.sketch), fp.simhash_signed,
+                (i, fp.content_hash, fp.chars, fp.shingles, _kept_signature(fp), sketch, fp.simhash_signed,
                  clusters.get(i, i), held, _optional_blob(fp.fingerprints))
-                for i, fp, held in zip(ids, fingerprints, documents)
+                for i, fp, held, sketch in zip(ids, fingerprints, documents, sketches)
             ],
         )
         return ids
@@ -728,18 +729,34 @@ class Store:
                 "SELECT id, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints FROM contents "
                 f"WHERE id IN ({_marks(len(chunk))})",
                 chunk,
-            )
-            for r in rows:
-                out[r[0]] = ContentRow(r[0], r[1], r[2], _signature(r[3]), _array(r[4]), r[5], r[6], r[7], _optional_array(r[8]))
+            ).fetchall()
+            out.update(self._content_rows(rows))
         return out
+
+    def _content_rows(self, rows: list[tuple]) -> dict[int, ContentRow]:
+        sketches = self._unpacked([r[4] for r in rows])
+        return {
+            r[0]: ContentRow(r[0], r[1], r[2], _signature(r[3]), sketch, r[5], r[6], r[7], _optional_array(r[8]))
+            for r, sketch in zip(rows, sketches)
+        }
+
+    def _unpacked(self, blobs: list[bytes]) -> list[np.ndarray]:
+        """Stored sketches (sketchpack.py), each an array."""
+        try:
+            return sketchpack.unpack_each(blobs)
+        except ValueError:
+            raise self._damaged_sketch() from None
+
+    def _damaged_sketch(self) -> DatabaseError:
+        return DatabaseError(f"{self.path} is damaged (a stored sketch is not whole); run 'dedupdb check' for details")
 
     def sketches(self, content_ids: Iterable[int]) -> dict[int, tuple[np.ndarray, int | None]]:
         """(bottom-k sketch, signed SimHash) of contents: all that verifying a candidate reads."""
         ids = list(content_ids)
         out: dict[int, tuple[np.ndarray, int | None]] = {}
         for chunk in _chunks(ids):
-            rows = self._q(f"SELECT id, sketch, simhash FROM contents WHERE id IN ({_marks(len(chunk))})", chunk)
-            out.update((r[0], (_array(r[1]), r[2])) for r in rows)
+            rows = self._q(f"SELECT id, sketch, simhash FROM contents WHERE id IN ({_marks(len(chunk))})", chunk).fetchall()
+            out.update((r[0], (sketch, r[2])) for r, sketch in zip(rows, self._unpacked([r[1] for r in rows])))
         return out
 
     def sketch_columns(self, content_ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -756,13 +773,14 @@ class Store:
                 ids.append(content_id)
                 blobs.append(blob)
                 simhashes.append(simhash)
-        count = len(ids)
-        if any(len(blob) % 4 for blob in blobs):  # joined, a damaged one would shift every sketch after it
-            raise DatabaseError(f"{self.path} is damaged (a stored sketch is not whole); run 'dedupdb check' for details")
+        try:  # a damaged sketch is refused, not joined: it would shift every sketch after it
+            values, lengths = sketchpack.unpack_joined(blobs)
+        except ValueError:
+            raise self._damaged_sketch() from None
         return (
             np.array(ids, np.int64),
-            np.frombuffer(b"".join(blobs), "<u4").astype(np.uint32),
-            np.fromiter(map(len, blobs), np.int64, count) // 4,
+            values,
+            lengths,
             np.array([0 if v is None else v for v in simhashes], np.int64).view(np.uint64),
             np.array([v is not None for v in simhashes], bool),
         )
@@ -864,8 +882,9 @@ class Store:
             rows = self._q(
                 f"SELECT id, shingles, sketch, fingerprints, simhash FROM contents WHERE id IN ({_marks(len(chunk))})",
                 chunk,
-            )
-            out.update((r[0], (r[1], _array(r[2]), _optional_array(r[3]), r[4])) for r in rows)
+            ).fetchall()
+            sketches = self._unpacked([r[2] for r in rows])
+            out.update((r[0], (r[1], sketch, _optional_array(r[3]), r[4])) for r, sketch in zip(rows, sketches))
         return out
 
     def containment_sizes(self, content_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
@@ -1137,10 +1156,7 @@ class Store:
             ).fetchall()
             if not rows:
                 return
-            yield {
-                r[0]: ContentRow(r[0], r[1], r[2], _signature(r[3]), _array(r[4]), r[5], r[6], r[7], _optional_array(r[8]))
-                for r in rows
-            }
+            yield self._content_rows(rows)
             last = rows[-1][0]
 
     def index_entry_chunks(self) -> Iterator[np.ndarray]:
