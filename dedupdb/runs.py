@@ -6,7 +6,7 @@ each such page whole: a million-document store took four times as long per docum
 
 Here rows live as a log-structured merge tree (O'Neil et al. 1996) inside the same SQLite file: every batch of
 new rows becomes a sorted run of its own, stored as blocks of one 16 KiB page each (a block packs the key gaps
-and content ids of its entries in 5 or 6 bytes each where they allow, as they do once a run is large);
+and content ids of its entries in 4, 5 or 6 bytes each where they allow, 4 once a run is large);
 runs of about the same size are merged, FANOUT at a time, into one run FANOUT times larger (size-tiered), so a
 row is rewritten once per level (about log4 of the index size over a batch's) and always sequentially. A lookup
 finds, in every run, the one or two blocks whose range covers a key from the first entry of each block, which
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import DatabaseError
 from .hashing import distinct, distinct_of_sorted, ranges
 
 # Entries per block kept whole: 16,000 bytes, which one 16 KiB page holds whole; a packed block (see _packed)
@@ -170,29 +171,33 @@ def _per_block(width: int) -> int:
     return BLOCK_ENTRIES * _WHOLE // width
 
 
-def _layout_of(size: int, entries: int) -> int | np.dtype | None:
-    """How a block of `entries` entries in `size` bytes keeps them: a split width, _WHOLE, one of the packed
-    dtypes of before, or None when no layout gives that length (a damaged block)."""
-    if entries <= 0:
+def _layout_of(blob: bytes, entries: int) -> int | np.dtype | None:
+    """How a block of `entries` entries keeps them: a split width, _WHOLE, one of the packed dtypes of before, or
+    None when no layout gives its length or its id bits (a damaged block)."""
+    kinds = _kinds(np.array([len(blob)], np.int64), np.array([entries], np.int64), [blob], strict=False)
+    kind = int(kinds[0])
+    if kind == 0:
         return None
-    width, rest = divmod(size, entries)
-    if rest == 1 and entries >= 2 and width in _SPLIT_WIDTHS:
-        return width
-    if rest == 0:
-        return {_WHOLE: _WHOLE, _GAP_AND_ID24.itemsize: _GAP_AND_ID24, _GAP_AND_ID32.itemsize: _GAP_AND_ID32}.get(width)
-    return None
+    return kind if kind > 0 else _GAP_AND_ID24 if kind == -_GAP_AND_ID24.itemsize else _GAP_AND_ID32
 
 
-def _kinds(sizes: np.ndarray, entries: np.ndarray) -> np.ndarray:
-    """_layout_of of many blocks as numbers: a split width or _WHOLE, or minus the width of a packed layout of
-    before; ValueError for a block whose length fits no layout."""
+def _kinds(sizes: np.ndarray, entries: np.ndarray, blobs: list[bytes], strict: bool = True) -> np.ndarray:
+    """The layouts of many blocks as numbers: a split width or _WHOLE, or minus the width of a packed layout of
+    before. A block whose length fits no layout, or whose id bits could not have been written (1 to 30, and fewer
+    than its width's bits), is damaged: a DatabaseError, or 0 with strict false."""
     width, rest = np.divmod(sizes, np.maximum(entries, 1))
     split = (rest == 1) & (entries >= 2) & (width >= _SPLIT_WIDTHS[0]) & (width <= _SPLIT_WIDTHS[-1])
+    if split.any():
+        id_bits = np.zeros(len(sizes), np.int64)
+        at = np.flatnonzero(split)
+        id_bits[at] = np.frombuffer(bytes([blobs[i][0] for i in at.tolist()]), np.uint8)
+        split &= (id_bits >= 1) & (id_bits <= np.minimum(_CONTENT_ID_BITS, 8 * width - 1))
     before = (rest == 0) & (entries > 0) & ((width == _GAP_AND_ID24.itemsize) | (width == _GAP_AND_ID32.itemsize))
     whole = (rest == 0) & (entries > 0) & (width == _WHOLE)
-    if not (split | before | whole).all():
-        raise ValueError("a block whose length fits no layout")
-    return np.where(before, -width, width)
+    known = split | before | whole
+    if strict and not known.all():
+        raise DatabaseError("the index is damaged (a block that fits no layout); run 'dedupdb check' for details")
+    return np.where(known, np.where(before, -width, width), 0)
 
 
 def _split_values(blobs: list[bytes], width: int) -> np.ndarray:
@@ -243,7 +248,7 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
     [lows[i], highs[i]] (lows sorted, ranges disjoint), sorted. All blocks of one layout are decoded at once, and
     of packed ones only the keys before the ranges are known (a probe wants a few entries of each block)."""
     # Each block's layout as a number: a split width or _WHOLE, or minus the width of a packed layout of before.
-    kinds = _kinds(np.fromiter(map(len, blobs), np.int64, len(blobs)), counts)
+    kinds = _kinds(np.fromiter(map(len, blobs), np.int64, len(blobs)), counts, blobs)
     ranged = lows is not None
     out = np.empty(0 if ranged else int(counts.sum()), np.int64)
     starts = np.cumsum(counts) - counts
@@ -639,7 +644,7 @@ class Runs:
                 continue
             total, previous = 0, None
             for position, (block_id, first, entries, data) in enumerate(rows):
-                if _layout_of(len(data), entries) is None:
+                if not isinstance(data, bytes) or _layout_of(data, entries) is None:
                     out.append(f"run {run.id}: block {block_id} holds {len(data)} bytes for {entries} entries")
                     continue
                 values = _array(first, entries, data)

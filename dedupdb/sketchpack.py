@@ -3,7 +3,7 @@
 Each value's low 24 bits are kept as they are, 3 bytes; its high 8 bits, which only grow along the sorted values,
 as a bit vector of n + 256 bits where value j sets bit high_j + j. Hashes of n values lie about 2**32 / n apart,
 so for the 100 to 1,000 values of most texts that is close to the fewest bits any coding needs: 452 bytes for a
-sketch of 135 values against 540. A sketch shorter coded than plain is kept plain (4 bytes a value, little-endian:
+sketch of 135 values against 540. A sketch no shorter coded than plain is kept plain (4 bytes a value, little-endian:
 every sketch stored before). The two are told apart by length: a coded one, a 2-byte count, the low bytes and the
 bit vector, is padded to one byte past a multiple of four, which a plain one never is.
 

@@ -405,3 +405,24 @@ def test_index_and_match_returns_new_rows_in_key_order_and_those_stored_before(s
             stored |= set(rows)
     found_keys, found_ids = store.match_index(np.arange(90, dtype=np.uint64))
     assert sorted(zip(found_keys.tolist(), found_ids.tolist())) == sorted(stored)
+
+
+def test_a_split_block_with_impossible_id_bits_is_named_and_refused(store, small_runs):
+    """A split block's leading byte (its id bits) outside what could have been written is damage: check names the
+    block, and reading it is a DatabaseError, never entries read wrong (ids spilling into the keys)."""
+    from dedupdb.errors import DatabaseError
+
+    rng = np.random.default_rng(5)
+    shift = runs_module._CONTENT_ID_BITS
+    everything = np.unique((np.arange(0, 60, dtype=np.int64) << shift) | rng.integers(0, 1 << 20, 60))
+    runs = store._index
+    with store.transaction():
+        runs.insert(everything)
+    block, data = store.conn.execute("SELECT id, data FROM run_blocks ORDER BY id LIMIT 1").fetchone()
+    assert len(data) % 4 == 1  # a split block of 4 bytes an entry
+    for id_bits in (0, 31, 32, 200):
+        store.conn.execute("UPDATE run_blocks SET data = ? WHERE id = ?", (bytes([id_bits]) + data[1:], block))
+        runs._runs = None
+        assert any(f"block {block} holds" in fault for fault in runs.faults())
+        with pytest.raises(DatabaseError, match="damaged"):
+            list(runs.chunks())

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 pa = pytest.importorskip("pyarrow")
@@ -270,6 +271,20 @@ def test_a_document_of_an_unknown_text_is_an_error_that_says_the_store_is_partia
     table = table.set_column(table.schema.get_field_index("content"), "content", pa.array(contents, pa.int64()))
     pq.write_table(table, out / layout.DOCUMENTS / "part-a.parquet")
     with pytest.raises(InputError, match="names content 12345, which signatures/ lacks.*partial import: delete it"):
+        _import(tmp_path / "x.db", out)
+
+
+def test_a_sketch_out_of_order_is_a_malformed_signature(job, tmp_path):
+    """A store keeps sketches sorted (and codes them so): one that is not is refused in one line, not stored."""
+    out = shutil.copytree(job.out, tmp_path / "out")
+    name = sorted((out / layout.SIGNATURES).glob("*.parquet"))[0]
+    table = pq.read_table(name)
+    sketches = table.column("sketch").to_pylist()
+    at = max(range(len(sketches)), key=lambda i: len(sketches[i]))
+    sketches[at] = np.frombuffer(sketches[at], "<u4")[::-1].astype("<u4").tobytes()
+    table = table.set_column(table.schema.get_field_index("sketch"), "sketch", pa.array(sketches, pa.binary()))
+    pq.write_table(table, name)
+    with pytest.raises(InputError, match="malformed"):
         _import(tmp_path / "x.db", out)
 
 

@@ -346,6 +346,7 @@ def _content_rows(batch, num_perm: int, out: Path) -> tuple[dict[int, ContentRow
         if (
             not isinstance(content_hash, bytes) or len(content_hash) != 16 or chars is None or shingles is None
             or len(sketch) % 4 or (fingerprints is not None and len(fingerprints) % 4)
+            or not _sorted_distinct(sketch)
             or len(minhash) not in ((0, 2 * num_perm) if whole or not shingles else (2 * num_perm,))
         ):
             number = batch.column("content")[i].as_py()
@@ -357,6 +358,12 @@ def _content_rows(batch, num_perm: int, out: Path) -> tuple[dict[int, ContentRow
         )
         hashes.append(content_hash)
     return rows, hashes
+
+
+def _sorted_distinct(sketch: bytes) -> bool:
+    """Whether a sketch's values rise (a store keeps them so, and codes them on that)."""
+    values = np.frombuffer(sketch, "<u4")
+    return bool((values[1:] > values[:-1]).all())
 
 
 def _import_documents(
