@@ -263,8 +263,10 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
         else:
             if isinstance(layout, int):  # split: each block's byte of id bits, then its entries
                 split = _split_values([blobs[i] for i in picked.tolist()], layout)
-                id_bits = np.repeat(np.frombuffer(bytes([blobs[i][0] for i in picked.tolist()]), np.uint8),
-                                    counts[picked]).astype(np.int64)
+                bits = [blobs[i][0] for i in picked.tolist()]
+                # One number for all when the blocks agree (a run's blocks mostly do): no array an entry.
+                id_bits = bits[0] if bits.count(bits[0]) == len(bits) else np.repeat(
+                    np.array(bits, np.int64), counts[picked])
                 sums = split >> id_bits
             else:
                 packed = np.frombuffer(b"".join([blobs[i] for i in picked.tolist()]), layout)
@@ -281,7 +283,7 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
                 at = distinct(ranges(begin, np.maximum(end - begin, 0)))
                 keys = keys[at]
             if isinstance(layout, int):
-                ids = split[at] & ((1 << id_bits[at]) - 1)
+                ids = split[at] & ((1 << (id_bits if isinstance(id_bits, int) else id_bits[at])) - 1)
             elif layout is _GAP_AND_ID24:
                 packed = packed[at]
                 ids = packed["id_low"].astype(np.int64) | (packed["id_high"].astype(np.int64) << 16)
