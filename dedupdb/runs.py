@@ -171,24 +171,22 @@ def _per_block(width: int) -> int:
     return BLOCK_ENTRIES * _WHOLE // width
 
 
-def _layout_of(blob: bytes, entries: int) -> int | np.dtype | None:
-    """How a block of `entries` entries keeps them: a split width, _WHOLE, one of the packed dtypes of before, or
-    None when no layout gives its length or its id bits (a damaged block)."""
-    kinds = _kinds(np.array([len(blob)], np.int64), np.array([entries], np.int64), [blob], strict=False)
-    kind = int(kinds[0])
-    if kind == 0:
-        return None
-    return kind if kind > 0 else _GAP_AND_ID24 if kind == -_GAP_AND_ID24.itemsize else _GAP_AND_ID32
+def _readable(blob: bytes, entries: int) -> bool:
+    """Whether a block of `entries` entries can be read: a layout gives its length, and its id bits could have
+    been written."""
+    return _kinds(np.array([len(blob)], np.int64), np.array([entries], np.int64), [blob], strict=False)[0][0] != 0
 
 
-def _kinds(sizes: np.ndarray, entries: np.ndarray, blobs: list[bytes], strict: bool = True) -> np.ndarray:
-    """The layouts of many blocks as numbers: a split width or _WHOLE, or minus the width of a packed layout of
-    before. A block whose length fits no layout, or whose id bits could not have been written (1 to 30, and fewer
-    than its width's bits), is damaged: a DatabaseError, or 0 with strict false."""
+def _kinds(sizes: np.ndarray, entries: np.ndarray, blobs: list[bytes],
+           strict: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The layouts of many blocks as numbers (a split width or _WHOLE, or minus the width of a packed layout of
+    before), and the id bits of each split block (0 for the others). A block whose length fits no layout, or whose
+    id bits could not have been written (1 to 30, and fewer than its width's bits), is damaged: a DatabaseError,
+    or layout 0 with strict false."""
     width, rest = np.divmod(sizes, np.maximum(entries, 1))
     split = (rest == 1) & (entries >= 2) & (width >= _SPLIT_WIDTHS[0]) & (width <= _SPLIT_WIDTHS[-1])
+    id_bits = np.zeros(len(sizes), np.int64)
     if split.any():
-        id_bits = np.zeros(len(sizes), np.int64)
         at = np.flatnonzero(split)
         id_bits[at] = np.frombuffer(bytes([blobs[i][0] for i in at.tolist()]), np.uint8)
         split &= (id_bits >= 1) & (id_bits <= np.minimum(_CONTENT_ID_BITS, 8 * width - 1))
@@ -197,7 +195,7 @@ def _kinds(sizes: np.ndarray, entries: np.ndarray, blobs: list[bytes], strict: b
     known = split | before | whole
     if strict and not known.all():
         raise DatabaseError("the index is damaged (a block that fits no layout); run 'dedupdb check' for details")
-    return np.where(known, np.where(before, -width, width), 0)
+    return np.where(known, np.where(before, -width, width), 0), id_bits
 
 
 def _split_values(blobs: list[bytes], width: int) -> np.ndarray:
@@ -247,8 +245,7 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
     """The entries of blocks, joined in the order given; with lows and highs, only those within one of the ranges
     [lows[i], highs[i]] (lows sorted, ranges disjoint), sorted. All blocks of one layout are decoded at once, and
     of packed ones only the keys before the ranges are known (a probe wants a few entries of each block)."""
-    # Each block's layout as a number: a split width or _WHOLE, or minus the width of a packed layout of before.
-    kinds = _kinds(np.fromiter(map(len, blobs), np.int64, len(blobs)), counts, blobs)
+    kinds, block_id_bits = _kinds(np.fromiter(map(len, blobs), np.int64, len(blobs)), counts, blobs)
     ranged = lows is not None
     out = np.empty(0 if ranged else int(counts.sum()), np.int64)
     starts = np.cumsum(counts) - counts
@@ -263,10 +260,9 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
         else:
             if isinstance(layout, int):  # split: each block's byte of id bits, then its entries
                 split = _split_values([blobs[i] for i in picked.tolist()], layout)
-                bits = [blobs[i][0] for i in picked.tolist()]
+                bits = block_id_bits[picked]
                 # One number for all when the blocks agree (a run's blocks mostly do): no array an entry.
-                id_bits = bits[0] if bits.count(bits[0]) == len(bits) else np.repeat(
-                    np.array(bits, np.int64), counts[picked])
+                id_bits = int(bits[0]) if (bits == bits[0]).all() else np.repeat(bits, counts[picked])
                 sums = split >> id_bits
             else:
                 packed = np.frombuffer(b"".join([blobs[i] for i in picked.tolist()]), layout)
@@ -646,7 +642,7 @@ class Runs:
                 continue
             total, previous = 0, None
             for position, (block_id, first, entries, data) in enumerate(rows):
-                if not isinstance(data, bytes) or _layout_of(data, entries) is None:
+                if not isinstance(data, bytes) or not _readable(data, entries):
                     out.append(f"run {run.id}: block {block_id} holds {len(data)} bytes for {entries} entries")
                     continue
                 values = _array(first, entries, data)

@@ -818,7 +818,7 @@ class Store:
         entries = distinct(_entries(content_ids, keys))
         new_keys = entries >> CONTENT_ID_BITS
         starts = distinct_of_sorted(new_keys) << CONTENT_ID_BITS
-        found = self._index.lookup(starts, starts + _CONTENT_ID_MASK, filtered=True) if len(starts) else starts
+        found = self._index.lookup(starts, starts + _CONTENT_ID_MASK, filtered=True)
         self._index.insert(entries, sorted_distinct=True)
         return ((new_keys.astype(np.uint64), entries & _CONTENT_ID_MASK),
                 ((found >> CONTENT_ID_BITS).astype(np.uint64), found & _CONTENT_ID_MASK))
