@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import compiled
 from .errors import DatabaseError
 from .hashing import distinct, distinct_of_sorted, ranges
 
@@ -245,8 +246,10 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
     """The entries of blocks, joined in the order given; with lows and highs, only those within one of the ranges
     [lows[i], highs[i]] (lows sorted, ranges disjoint), sorted. All blocks of one layout are decoded at once, and
     of packed ones only the keys before the ranges are known (a probe wants a few entries of each block)."""
-    kinds, block_id_bits = _kinds(np.fromiter(map(len, blobs), np.int64, len(blobs)), counts, blobs)
+    sizes = np.fromiter(map(len, blobs), np.int64, len(blobs))
+    kinds, block_id_bits = _kinds(sizes, counts, blobs)
     ranged = lows is not None
+    fast = compiled.decoder()
     out = np.empty(0 if ranged else int(counts.sum()), np.int64)
     starts = np.cumsum(counts) - counts
     parts = []
@@ -257,6 +260,9 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
             values = np.frombuffer(b"".join([blobs[i] for i in picked.tolist()]), "<i8")
             if ranged:
                 values = _in_ranges(values, lows, highs)
+        elif isinstance(layout, int) and fast is not None:  # split, decoded in one compiled pass
+            values = fast.split_blocks(b"".join([blobs[i] for i in picked.tolist()]), sizes[picked], counts[picked],
+                                       np.full(len(picked), layout), block_id_bits[picked], firsts[picked], lows, highs)
         else:
             if isinstance(layout, int):  # split: each block's byte of id bits, then its entries
                 split = _split_values([blobs[i] for i in picked.tolist()], layout)

@@ -2,10 +2,15 @@ from __future__ import annotations
 
 import codecs
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+
+# Compiled code of test runs stays out of the user's cache folder (isolated_dirs keeps every test out of it), in
+# one folder for all runs, so that only the first compiles.
+os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "dedupdb-tests-numba"))
 
 from dedupdb.cli import app
 
@@ -24,6 +29,21 @@ ENGLISH_OTHER = (
 CHINESE = "今天天气很好，我们一起去公园散步，看到很多人在湖边钓鱼，孩子们在草地上放风筝，大家都很开心。"
 CHINESE_EDITED = "今天天气很好，我们一起去公园散步，看到许多人在湖边钓鱼，孩子们在草地上放风筝，大家都很开心！"
 CHINESE_OTHER = "这家酒店的服务态度非常差，房间又小又脏，空调也坏了，前台还不给换房，以后再也不会来了。"
+
+
+@pytest.fixture(params=["numpy", "compiled"])
+def decoding(request, monkeypatch):
+    """Stored formats decoded by numpy's path, or by compiled code (fastdecode.py), whichever a process has: a test
+    taking this runs once with each."""
+    from dedupdb import compiled
+
+    if request.param == "numpy":
+        monkeypatch.setattr(compiled, "decoder", lambda: None)
+    else:
+        from dedupdb import fastdecode
+
+        monkeypatch.setattr(compiled, "decoder", lambda: fastdecode)
+    return request.param
 
 
 @pytest.fixture(autouse=True)

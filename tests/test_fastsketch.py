@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +15,6 @@ import pytest
 import xxhash
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-# Compiled code of test runs stays out of the user's cache folder (conftest keeps every test out of it), in one
-# folder for all runs, so that only the first compiles.
-os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "dedupdb-tests-numba"))
 pytest.importorskip("numba")
 
 from dedupdb import fastsketch  # noqa: E402

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -35,7 +37,7 @@ def _within(model: set[int], lows, highs) -> list[int]:
 
 
 @pytest.mark.parametrize("memory_entries", [0, 100, runs_module.MEMORY_RUN_ENTRIES])
-def test_runs_match_a_set_through_inserts_deletes_and_merges(store, small_runs, monkeypatch, memory_entries):
+def test_runs_match_a_set_through_inserts_deletes_and_merges(store, small_runs, monkeypatch, memory_entries, decoding):
     """Against a set, with no run held in memory, some, or all the small ones (lookups read blocks, memory or
     both), and as another connection reads the blocks."""
     monkeypatch.setattr(runs_module, "MEMORY_RUN_ENTRIES", memory_entries)
@@ -199,7 +201,7 @@ def test_queries_warm_a_run_up_after_a_few_lookups(store, small_runs):
         other.close()
 
 
-def test_blocks_are_packed_as_their_entries_allow_and_read_back_whole(store, small_runs):
+def test_blocks_are_packed_as_their_entries_allow_and_read_back_whole(store, small_runs, decoding):
     """A block's gaps and ids split 4, 5 or 6 bytes an entry between them (and a byte a block), as the largest of
     each allows; sparse keys are kept whole. One run may hold blocks of every layout, and reading any mix of them
     gives the entries back in order."""
@@ -238,7 +240,7 @@ def _assert_reads(runs, everything: np.ndarray) -> None:
     assert runs.faults() == []
 
 
-def test_blocks_packed_as_stores_of_before_are_read(store, small_runs):
+def test_blocks_packed_as_stores_of_before_are_read(store, small_runs, decoding):
     """Blocks of the two packed layouts written before the split ones (a 16-bit gap, and a 24- or 32-bit id) are
     read as they were, beside split ones."""
     rng = np.random.default_rng(4)
@@ -426,3 +428,35 @@ def test_a_split_block_with_impossible_id_bits_is_named_and_refused(store, small
         assert any(f"block {block} holds" in fault for fault in runs.faults())
         with pytest.raises(DatabaseError, match="damaged"):
             list(runs.chunks())
+
+
+def test_blocks_of_every_width_and_id_size_decode_at_once_whole_or_by_ranges(decoding):
+    """Blocks of one call may differ in width and in the bits their ids take; each gives back its entries, and
+    a ranged read exactly those within the ranges, in order."""
+    rng = np.random.default_rng(9)
+    shift = runs_module._CONTENT_ID_BITS
+    blocks, start = [], 0
+    for gap, id_bits in [(3, 4), (900, 20), (5, 30), (70000, 12), (2, 1), (40, 29)]:
+        keys = start + np.cumsum(rng.integers(1, gap + 1, 50))
+        start = int(keys[-1]) + 1
+        blocks.append((keys << shift) | rng.integers(0, 1 << id_bits, 50))
+    everything = np.concatenate(blocks)
+    blobs = [runs_module._blob(b) for b in blocks]
+    assert {len(blob) % len(b) for blob, b in zip(blobs, blocks)} == {1}  # all split
+    assert len({len(blob) // len(b) for blob, b in zip(blobs, blocks)}) > 1
+    firsts = np.array([b[0] for b in blocks], np.int64)
+    counts = np.array([len(b) for b in blocks], np.int64)
+    assert np.array_equal(runs_module._decoded(firsts, counts, blobs), everything)
+    for stride in (1, 7, 60):
+        lows = np.unique(everything[::stride] & ~np.int64((1 << shift) - 1))
+        highs = lows + (1 << shift) - 1
+        expected = [v for v in everything.tolist() if any(lo <= v <= hi for lo, hi in zip(lows.tolist(), highs.tolist()))]
+        assert runs_module._decoded(firsts, counts, blobs, lows, highs).tolist() == expected
+
+
+def test_compiled_decoding_is_taken_only_where_numba_is_loaded():
+    """Decoding alone never loads numba (a cold query would pay for it); a process that has it decodes compiled."""
+    code = ("import sys; from dedupdb import compiled; print(compiled.decoder() is None); import numba; "
+            "print(compiled.decoder().__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "dedupdb.fastdecode"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dedupdb
@@ -18,9 +18,9 @@ def _sketch(rng: np.random.Generator, n: int, spread: int = 32) -> np.ndarray:
     return np.unique(rng.integers(0, 1 << spread, n, dtype=np.uint64)).astype(np.uint32)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 1500), st.sampled_from([8, 20, 26, 32])), max_size=40), st.integers(0, 2**32))
-def test_every_sketch_comes_back_as_it_was(shapes, seed):
+def test_every_sketch_comes_back_as_it_was(decoding, shapes, seed):
     """Any mix of sizes and spreads (values crowded low, or spread over all 32 bits), packed together and read
     back joined or one by one."""
     rng = np.random.default_rng(seed)
@@ -48,7 +48,7 @@ def test_unsorted_values_are_refused_not_stored():
         sketchpack.pack([np.arange(200, dtype=np.uint32)[::-1].copy()])
 
 
-def test_damaged_bytes_are_refused():
+def test_damaged_bytes_are_refused(decoding):
     rng = np.random.default_rng(2)
     blob = sketchpack.pack([_sketch(rng, 300)])[0]
     for damaged in (blob[:-2], blob[:-4], blob[:1], blob[:-8] + bytes(4), blob[:2] + bytes(len(blob) - 2)):

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,7 +10,6 @@ from hypothesis import strategies as st
 from dedupdb.minhash import bottom_k, sketch_overlap
 from dedupdb.verify import PairJudge, Signature, SketchTable, judge
 
-os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "dedupdb-tests-numba"))
 fastverify = pytest.importorskip("dedupdb.fastverify")
 
 
