@@ -12,18 +12,18 @@ from __future__ import annotations
 import numpy as np
 
 from .jit import njit, types
+from .runs import _CONTENT_ID_BITS  # an entry is (key << _CONTENT_ID_BITS) | content id
 
 _i64s = types.int64[::1]
 _bytes = types.Array(types.uint8, 1, "C", readonly=True)
-_CONTENT_ID_BITS = 30  # as runs.py packs an entry: (key << 30) | content id
 # The position of the lowest set bit of each byte value (none for 0, never asked).
 _LOWEST_BIT = np.array([(b & -b).bit_length() - 1 for b in range(256)], np.int64)
 
 
-@njit(_i64s(_bytes, _i64s, _i64s, _i64s, _i64s, _i64s, _i64s, _i64s, types.boolean), cache=True)
-def _split_blocks(data, offsets, counts, widths, id_bits, first_keys, lows, highs, ranged):
-    """The entries of split blocks (each at data[offsets[b]:], its byte of id bits first, then counts[b] integers
-    of widths[b] bytes, each gap << id_bits | id), joined; with ranged, only those within one of the ranges
+@njit(_i64s(_bytes, _i64s, _i64s, types.int64, _i64s, _i64s, _i64s, _i64s, types.boolean), cache=True)
+def _split_blocks(data, offsets, counts, width, id_bits, first_keys, lows, highs, ranged):
+    """The entries of split blocks of one width (each at data[offsets[b]:], its byte of id bits first, then
+    counts[b] integers of `width` bytes, each gap << id_bits | id), joined; with ranged, only those within one of the ranges
     [lows[r], highs[r]] (sorted, disjoint), the blocks being in key order."""
     total = 0
     for b in range(len(counts)):
@@ -32,7 +32,7 @@ def _split_blocks(data, offsets, counts, widths, id_bits, first_keys, lows, high
     n = 0
     ranges = len(lows)
     for b in range(len(counts)):
-        width, bits = widths[b], id_bits[b]
+        bits = id_bits[b]
         mask = (np.int64(1) << bits) - 1
         key = first_keys[b]
         at = offsets[b] + 1
@@ -63,14 +63,14 @@ def _split_blocks(data, offsets, counts, widths, id_bits, first_keys, lows, high
     return out[:n]
 
 
-def split_blocks(joined: bytes, sizes: np.ndarray, counts: np.ndarray, widths: np.ndarray, id_bits: np.ndarray,
+def split_blocks(joined: bytes, sizes: np.ndarray, counts: np.ndarray, width: int, id_bits: np.ndarray,
                  firsts: np.ndarray, lows: np.ndarray | None = None, highs: np.ndarray | None = None) -> np.ndarray:
-    """runs._decoded for split blocks whose layouts are checked: their bytes joined (sizes: each block's), entry
-    counts, widths, id bits and first entries; with lows and highs, only the entries within the ranges."""
+    """runs._decoded for split blocks of one width whose layouts are checked: their bytes joined (sizes: each
+    block's), entry counts, id bits and first entries; with lows and highs, only the entries within the ranges."""
     offsets = np.cumsum(sizes) - sizes
     ranged = lows is not None
     empty = np.empty(0, np.int64)
-    return _split_blocks(np.frombuffer(joined, np.uint8), _int64s(offsets), _int64s(counts), _int64s(widths),
+    return _split_blocks(np.frombuffer(joined, np.uint8), _int64s(offsets), _int64s(counts), int(width),
                          _int64s(id_bits), _int64s(firsts) >> _CONTENT_ID_BITS,
                          _int64s(lows) if ranged else empty, _int64s(highs) if ranged else empty, ranged)
 

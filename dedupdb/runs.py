@@ -262,7 +262,7 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
                 values = _in_ranges(values, lows, highs)
         elif isinstance(layout, int) and fast is not None:  # split, decoded in one compiled pass
             values = fast.split_blocks(b"".join([blobs[i] for i in picked.tolist()]), sizes[picked], counts[picked],
-                                       np.full(len(picked), layout), block_id_bits[picked], firsts[picked], lows, highs)
+                                       layout, block_id_bits[picked], firsts[picked], lows, highs)
         else:
             if isinstance(layout, int):  # split: each block's byte of id bits, then its entries
                 split = _split_values([blobs[i] for i in picked.tolist()], layout)

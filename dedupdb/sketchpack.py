@@ -80,14 +80,14 @@ def unpack_joined(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     if (coded_size(counts) != sizes[picked]).any():
         raise ValueError("a stored sketch is not whole")
     if len(picked) == len(blobs):
-        return _decoded(blobs, counts), counts
+        return _decoded(blobs, sizes, counts), counts
     lengths = np.where(plain, sizes // 4, 0)
     lengths[picked] = counts
     out = np.empty(int(lengths.sum()), np.uint32)
     starts = np.cumsum(lengths) - lengths
     at = np.flatnonzero(plain)
     out[ranges(starts[at], lengths[at])] = np.frombuffer(b"".join([blobs[i] for i in at.tolist()]), "<u4")
-    out[ranges(starts[picked], counts)] = _decoded([blobs[i] for i in picked.tolist()], counts)
+    out[ranges(starts[picked], counts)] = _decoded([blobs[i] for i in picked.tolist()], sizes[picked], counts)
     return out, lengths
 
 
@@ -97,11 +97,10 @@ def unpack_each(blobs: list[bytes]) -> list[np.ndarray]:
     return np.split(values, np.cumsum(lengths)[:-1]) if len(blobs) else []
 
 
-def _decoded(blobs: list[bytes], counts: np.ndarray) -> np.ndarray:
-    """The values of coded sketches, joined."""
+def _decoded(blobs: list[bytes], sizes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The values of coded sketches (sizes: each one's bytes, checked against its count), joined."""
     fast = compiled.decoder()
     if fast is not None:
-        sizes = np.fromiter(map(len, blobs), np.int64, len(blobs))
         return fast.coded_sketches(b"".join(blobs), sizes, counts, _LOW_BITS, _HIGH_VALUES)
     total = int(counts.sum())
     n_list = counts.tolist()
