@@ -613,7 +613,7 @@ class ExportFormat(str, Enum):
 def export(
     db: Optional[Path] = DbOption,
     unique: bool = typer.Option(False, "--unique", help="One document per duplicate cluster (and every unique one)."),
-    keep: KeepRule = typer.Option(KeepRule.first, "--keep", help="Which member of a cluster --unique keeps."),
+    keep: KeepFileRule = typer.Option(KeepFileRule.oldest, "--keep", help="Which member of a group --unique keeps (as report and clean keep it)."),
     fmt: ExportFormat = typer.Option(ExportFormat.jsonl, "--format", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here instead of standard output."),
 ) -> None:

@@ -496,7 +496,7 @@ class Database:
                 gone.append(row.path)
         return gone
 
-    def export(self, unique: bool = True, keep: str = "first", warn=None) -> Iterator[ExportedRecord]:
+    def export(self, unique: bool = True, keep: str = DEFAULT_KEEP, warn=None) -> Iterator[ExportedRecord]:
         """Every stored document's text read back from its source; with unique, one per cluster (see export.py)."""
         from .export import export_records
 

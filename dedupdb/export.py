@@ -13,11 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError, ReadError
+from .grouping import KEEP_RULES
 from .records import Record, RecordOptions, compression_of, open_record_file, read_records, sniff_encoding
 from .sources import file_text, read_bytes
-
-KEEP_RULES = ("first", "last", "longest", "shortest")
-
 
 @dataclass(frozen=True)
 class ExportedRecord:

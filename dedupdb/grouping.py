@@ -3,10 +3,26 @@
 A cluster (a connected component of verified pairs) chains: A is like B and B like C while A is unlike C,
 so a component of licence files can hold members 0.07 similar to the one kept. Every removal decision
 (`clean`, `export --unique`, reclaimable bytes) must rest on a likeness to the document kept, so a
-component is cut into stars (greedy centre clustering): members are taken in keep-rule order; the first
-not yet placed becomes a centre and keeps its place, and every member not yet placed that is an exact
-copy of it, or a verified pair with it at or above the threshold, joins its star. Each star's centre is
-the document its keep rule prefers, and each other member is justified by its own similarity to it.
+component is cut into stars: every member of a star is an exact copy of its centre or a verified pair
+with it at or above the threshold, and the centre is the member its keep rule puts first.
+
+First a greedy pass (centre clustering): members are taken in keep-rule order; the first not yet placed
+becomes a centre, and every member not yet placed that is an exact copy of it or a verified pair with it
+joins its star. That pass alone can strand the strongest copies: O joins the star of an older X at 0.51,
+and then O's 0.86 edit E, whose only partner is O, is a star of one that no decision ever acts on.
+So a text left alone (copies of one text always share a star) then tries its partners, most similar first:
+
+- a partner alone too: the two make a star;
+- the centre of a star, ranked before it: it joins that star;
+- a member placed less similar to its centre than to it: that member leaves its star and the two make
+  a new one (centred on the one ranked first), which also gathers every text still alone that is a pair
+  with its centre and ranked after it. A star left with its centre alone frees that centre to try again.
+
+Each move raises the sum of the members' similarities to their centres, so the moves end; a text is tried
+again only when a partner of it changes place, so a cluster takes about linear time. When they end, for
+every text u alone and every partner v of u: v is not alone, and either v is a centre ranked after u
+(joining would keep a document the rule puts after u: both are kept) or v is a member at least as
+similar to its centre as to u, so no pair is lost to a weaker one.
 
 The stars are derived from the stored pairs whenever a decision is asked for, so they follow every add,
 change and removal without upkeep of their own; the components stay as the "related" view.
@@ -14,6 +30,7 @@ change and removal without upkeep of their own; the components stay as the "rela
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,25 +96,101 @@ def neighbours(pairs: Iterable[tuple[int, int, float]], threshold: float) -> dic
 
 
 def stars(documents: Sequence[D], near: Mapping[int, Mapping[int, float]], order: Callable[[D], tuple]) -> list[Star]:
-    """Greedy stars over the documents of one cluster, in keep-rule order (see the module's note).
-    Runs in time linear in documents and pairs: a centre looks only at its own copies and neighbours."""
+    """Stars over the documents of one cluster (see the module's note): the greedy pass in keep-rule order, then
+    moves that place the texts it left alone. Copies of one text always share a star, so both steps work on
+    texts, each ranked by its first document."""
     ranked = sorted(documents, key=order)
     rank = {d.id: i for i, d in enumerate(ranked)}
     by_content: dict[int, list[D]] = {}
     for d in ranked:
         by_content.setdefault(d.content_id, []).append(d)
-    placed: set[int] = set()
-    out = []
-    for centre in ranked:
-        if centre.id in placed:
+    texts = list(by_content)  # text i ranks before text j when i < j
+    index = {content: i for i, content in enumerate(texts)}
+
+    def partners(i: int) -> list[tuple[int, float]]:
+        """Text i's partners in this cluster (pairs may name texts whose documents were left out)."""
+        found = []
+        for other, s in near.get(texts[i], {}).items():
+            j = index.get(other)
+            if j is not None and j != i:
+                found.append((j, s))
+        return found
+
+    # Most similar first (ties to the one ranked first): a text left alone tries them in turn. Sorted only for
+    # the texts that need it, few of a real cluster.
+    by_likeness: dict[int, list[tuple[int, float]]] = {}
+
+    def best_first(i: int) -> list[tuple[int, float]]:
+        if i not in by_likeness:
+            by_likeness[i] = sorted(partners(i), key=lambda p: (-p[1], p[0]))
+        return by_likeness[i]
+
+    centre = list(range(len(texts)))  # the text whose star holds text i (i itself for a centre)
+    similarity = [0.0] * len(texts)   # text i's similarity to its centre (0 for a centre)
+    size = [0] * len(texts)           # other texts in the star text i is the centre of
+
+    placed = [False] * len(texts)
+    for i in range(len(texts)):
+        if placed[i]:
             continue
-        placed.add(centre.id)
-        joined: list[tuple[D, float, bool]] = [
-            (d, 1.0, True) for d in by_content[centre.content_id] if d.id not in placed
-        ]
-        for other, similarity in near.get(centre.content_id, {}).items():
-            joined += [(d, similarity, False) for d in by_content.get(other, ()) if d.id not in placed]
+        placed[i] = True
+        for j, s in partners(i):
+            if not placed[j]:  # only texts ranked after i are still free here
+                placed[j], centre[j], similarity[j] = True, i, s
+                size[i] += 1
+
+    def alone(i: int) -> bool:
+        return centre[i] == i and size[i] == 0
+
+    # Texts left alone, first in keep order first; one is queued again whenever a partner of it changes place.
+    queue = [i for i in range(len(texts)) if alone(i)]
+    queued = set(queue)
+
+    def changed(i: int) -> None:
+        for j in [i, *(j for j, _ in partners(i))]:
+            if alone(j) and j not in queued:
+                heapq.heappush(queue, j)
+                queued.add(j)
+
+    while queue:
+        u = heapq.heappop(queue)
+        queued.discard(u)
+        if not alone(u):
+            continue
+        for v, s in best_first(u):
+            if centre[v] == v and size[v] > 0:
+                if v < u:  # join a star whose centre the keep rule still puts first
+                    centre[u], similarity[u] = v, s
+                    size[v] += 1
+                    changed(u)
+                    break
+            elif alone(v) or similarity[v] < s:
+                # v alone, or placed less similar than it is to u: u and v make a star of their own.
+                moved = [u, v]
+                if not alone(v):
+                    old = centre[v]
+                    size[old] -= 1
+                    moved.append(old)  # left alone if v was its last member
+                hub, member = min(u, v), max(u, v)
+                centre[hub], similarity[hub], size[hub] = hub, 0.0, 1
+                centre[member], similarity[member] = hub, s
+                for w, t in partners(hub):
+                    if w > hub and alone(w):
+                        centre[w], similarity[w] = hub, t
+                        size[hub] += 1
+                        moved.append(w)
+                for i in moved:
+                    changed(i)
+                break
+
+    members: dict[int, list[tuple[D, float, bool]]] = {i: [] for i in range(len(texts)) if centre[i] == i}
+    for j, content in enumerate(texts):
+        if centre[j] != j:
+            members[centre[j]] += [(d, similarity[j], False) for d in by_content[content]]
+    out = []
+    for i, joined in members.items():  # centres in keep order
+        first, *copies = by_content[texts[i]]
+        joined += [(d, 1.0, True) for d in copies]
         joined.sort(key=lambda item: rank[item[0].id])
-        placed.update(d.id for d, _, _ in joined)
-        out.append(Star(centre, joined))
+        out.append(Star(first, joined))
     return out
