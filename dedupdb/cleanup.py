@@ -15,6 +15,7 @@ record files are never cleaned: 'export --unique' serves them.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from .errors import InputError
 from .fileops import NotIdentical, discard_partial, mirrored, replace_with_copy, replace_with_link, safe_move
 from .grouping import DEFAULT_KEEP, under as _under
 from .hashing import bytes_hash
+from .trash import TrashLookup, info_file, restorable as trash_restorable, trash
 
 ACTIONS = ("list", "move", "trash", "hardlink")
 PLAN_FORMAT = 1
@@ -105,8 +107,9 @@ def _state(item: dict) -> FileState:
 class Outcome:
     batch: int | None = None
     done: list[str] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # changed or gone since the plan: left alone
     failed: list[tuple[str, str]] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # a step the database does not allow
 
 
 def make_plan(
@@ -185,8 +188,112 @@ def _changed(state: FileState) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Stored:
+    """A file as the database has it, with the one text it holds."""
+
+    state: FileState
+    content_id: int
+
+
+class _Checker:
+    """Checks each step of a plan against the database at the moment of acting, whatever the plan file says:
+    a plan is meant to be reviewed and edited, so it is a request, not an authority."""
+
+    def __init__(self, db: Database, action: str) -> None:
+        self.db = db
+        self.action = action
+        self.threshold = db.settings.threshold
+        self._stored: dict[str, _Stored | str] = {}
+        self._now: dict[str, str | None] = {}
+        self.kept: set[str] = set()   # files some accepted step keeps: never acted on
+        self.acted: set[str] = set()  # files some accepted step acts on: never kept
+
+    def stored(self, path: str) -> _Stored | str:
+        """The file as stored, or why it is not a file the database holds whole."""
+        if path not in self._stored:
+            row = self.db.store.file_by_path(path)
+            documents = self.db.store.documents_of_file(row.id) if row is not None else []
+            if row is None or row.status != "indexed" or not documents:
+                self._stored[path] = "not a file in the database"
+            elif row.kind != "file" or len(documents) != 1:
+                self._stored[path] = "a record file: its records are never cleaned"
+            else:
+                self._stored[path] = _Stored(FileState(row.path, row.size, row.mtime_ns, row.digest), documents[0][1])
+        return self._stored[path]
+
+    def current(self, stored: FileState) -> str | None:
+        """Why the file's bytes now are not those it was indexed with (read once per file and plan)."""
+        if stored.path not in self._now:
+            self._now[stored.path] = _changed(stored)
+        return self._now[stored.path]
+
+    def refusal(self, step: Step) -> str | None:
+        """Why the database does not allow this step, whatever changed on disk; None when it does."""
+        keep, remove = step.keep.path, step.remove.path
+        if os.path.normpath(keep) == os.path.normpath(remove):
+            return "the file to act on is the copy to keep"
+        if remove in self.kept:
+            return "it is the copy another step of the plan keeps"
+        if keep in self.acted:
+            return f"the copy to keep, {keep}, is acted on by another step of the plan"
+        if remove in self.acted:
+            return "another step of the plan acts on it already"
+        kept, acted = self.stored(keep), self.stored(remove)
+        if isinstance(kept, str):
+            return f"the copy to keep, {keep}, is {kept}"
+        if isinstance(acted, str):
+            return acted
+        if kept.content_id == acted.content_id:
+            similarity = 1.0
+        else:
+            a, b = sorted((kept.content_id, acted.content_id))
+            score = self.db.store.pair_scores([a, b]).get((a, b))
+            similarity = score[0] if score is not None else 0.0
+            if step.exact:
+                return "not the same text as the copy to keep, as the plan says"
+        if similarity < self.threshold:
+            return (f"not a duplicate of the copy to keep: {similarity:.2f} similar, below the threshold "
+                    f"{self.threshold}")
+        if similarity + _TOLERANCE < step.similarity:
+            return f"{similarity:.2f} similar to the copy to keep, not {step.similarity:.2f} as the plan says"
+        return None
+
+    def skip(self, step: Step) -> str | None:
+        """Why this allowed step cannot be carried out now (its files changed); None when it can."""
+        kept, acted = self.stored(step.keep.path), self.stored(step.remove.path)
+        assert not isinstance(kept, str) and not isinstance(acted, str)
+        if step.keep.digest != kept.state.digest:
+            return f"the copy to keep, {step.keep.path}, changed since the plan was made"
+        if step.remove.digest != acted.state.digest:
+            return "changed since the plan was made"
+        why = self.current(kept.state)
+        if why:
+            return f"the copy to keep, {step.keep.path}, is {why}"
+        why = self.current(acted.state)
+        if why:
+            return why
+        if self.action == "hardlink":
+            if acted.state.digest != kept.state.digest:
+                return "not byte-identical to the kept file"
+            if os.path.samefile(step.keep.path, step.remove.path):
+                return "already a hard link to the copy kept"
+        return None
+
+    def accept(self, step: Step) -> None:
+        self.kept.add(step.keep.path)
+        self.acted.add(step.remove.path)
+
+
+_TOLERANCE = 0.005  # the plan's similarity is printed and may be rounded by whoever edits it
+_FLUSH_FILES = 512  # journal updates and index removals are written this many files at a time
+_FLUSH_SECONDS = 1.0
+
+
 def carry_out(db: Database, plan: Plan, progress: Callable[[int, int], None] | None = None) -> Outcome:
-    """Do what the plan says, journaled; a file changed or missing since the plan was made is skipped."""
+    """Do what the plan says, journaled. Every step is checked against the database first (see _Checker): a
+    step it does not allow is refused with the reason, one whose files changed since is skipped, and no file
+    a step keeps is ever acted on, so every group keeps a copy whatever the plan file says."""
     action = plan.action
     if action not in ("move", "trash", "hardlink"):
         raise InputError("only move, trash and hardlink change files")
@@ -201,62 +308,79 @@ def carry_out(db: Database, plan: Plan, progress: Callable[[int, int], None] | N
             if to == common or to.is_relative_to(common):
                 raise InputError(f"--to must lie outside {common}, where the files being cleaned are")
     outcome = Outcome()
-    checked: list[tuple[Step, Path | None]] = []
-    keepers_ok: dict[str, str | None] = {}
+    checker = _Checker(db, action)
+    checked: list[tuple[FileState, Path | None]] = []
     for step in plan.steps:
-        keeper = step.keep.path
-        if keeper not in keepers_ok:
-            keepers_ok[keeper] = _changed(step.keep)
-        why = (f"the copy to keep, {keeper}, is {keepers_ok[keeper]}" if keepers_ok[keeper]
-               else _changed(step.remove))
-        if not why and action == "hardlink":
-            if step.remove.digest != step.keep.digest:
-                why = "not byte-identical to the kept file"
-            elif os.path.samefile(keeper, step.remove.path):
-                why = "already a hard link to the copy kept"
+        refused = checker.refusal(step)
+        if refused:
+            outcome.refused.append((step.remove.path, refused))
+            continue
+        why = checker.skip(step)
         if why:
             outcome.skipped.append((step.remove.path, why))
             continue
-        destination = mirrored(Path(step.remove.path), to) if action == "move" else Path(keeper)
-        checked.append((step, destination))
+        checker.accept(step)
+        acted = checker.stored(step.remove.path)
+        assert not isinstance(acted, str)
+        destination = (mirrored(Path(step.remove.path), to) if action == "move"
+                       else Path(step.keep.path) if action == "hardlink" else None)
+        checked.append((acted.state, destination))
     if not checked:
         return outcome
-    entries = [
-        (s.remove.path, str(d) if action != "trash" else None, s.remove.size, s.remove.mtime_ns, s.remove.digest)
-        for s, d in checked
-    ]
+    entries = [(s.path, str(d) if d else None, s.size, s.mtime_ns, s.digest) for s, d in checked]
     with db.store.transaction():
         outcome.batch = db.store.create_batch(action, str(to) if to else None, entries)
     journal = db.store.journal_entries(outcome.batch)
-    for done, ((step, destination), entry) in enumerate(zip(checked, journal), 1):
-        entry_id, source = entry[0], Path(entry[1])
-        try:
-            if action == "move":
-                discard_partial(destination)  # left by a copy that an earlier run did not finish
-                safe_move(source, destination)
-            elif action == "trash":
-                from send2trash import send2trash
+    # Each file is acted on after its journal entry is committed as planned; marking it done and dropping it
+    # from the index are written in groups, as a commit and an index removal per file cost 20 ms each. An
+    # entry left 'planned' by an interruption is undone from what is on disk (see _undo_entry).
+    finished: list[tuple[int, str, str | None, str | None]] = []
+    gone: list[str] = []
+    last_flush = time.monotonic()
 
-                send2trash(str(source))
-            else:
-                replace_with_link(source, destination)
-        except NotIdentical as exc:
+    def flush() -> None:
+        nonlocal last_flush
+        if finished:
             with db.store.transaction():
-                db.store.set_entry_status(entry_id, "skipped", str(exc))
-            outcome.skipped.append((str(source), str(exc)))
-            continue
-        except OSError as exc:
-            with db.store.transaction():
-                db.store.set_entry_status(entry_id, "failed", exc.strerror or str(exc))
-            outcome.failed.append((str(source), exc.strerror or str(exc)))
-            continue
-        with db.store.transaction():
-            db.store.set_entry_status(entry_id, "done")
+                db.store.finish_entries(finished)
+                if gone:
+                    db.forget_files(gone, status="missing")
+            finished.clear()
+            gone.clear()
+        last_flush = time.monotonic()
+
+    try:
+        for done, ((state, destination), entry) in enumerate(zip(checked, journal), 1):
+            entry_id, source = entry[0], Path(entry[1])
+            try:
+                if action == "move":
+                    assert destination is not None
+                    discard_partial(destination)  # left by a copy that an earlier run did not finish
+                    safe_move(source, destination)
+                elif action == "trash":
+                    trashed = trash(source)
+                    destination = trashed
+                else:
+                    assert destination is not None
+                    replace_with_link(source, destination)
+            except NotIdentical as exc:
+                finished.append(("skipped", str(exc), None, entry_id))
+                outcome.skipped.append((str(source), str(exc)))
+                continue
+            except OSError as exc:
+                finished.append(("failed", exc.strerror or str(exc), None, entry_id))
+                outcome.failed.append((str(source), exc.strerror or str(exc)))
+                continue
+            finished.append(("done", None, str(destination) if destination else None, entry_id))
             if action != "hardlink":  # a hard link keeps the same bytes at the same path: still indexed
-                db.forget_file(str(source), status="missing")
-        outcome.done.append(str(source))
-        if progress:
-            progress(done, len(checked))
+                gone.append(str(source))
+            outcome.done.append(str(source))
+            if progress:
+                progress(done, len(checked))
+            if len(finished) >= _FLUSH_FILES or time.monotonic() - last_flush >= _FLUSH_SECONDS:
+                flush()
+    finally:
+        flush()
     return outcome
 
 
@@ -270,7 +394,8 @@ class UndoOutcome:
 
 def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
     """Put back what a batch did (the latest one not yet undone by default), newest action first. Every file
-    comes back with the bytes it had, or is named with the reason it cannot."""
+    comes back with the bytes it had, or is named with the reason it cannot. Folders a move made, left empty,
+    are removed."""
     batches = db.store.journal_batches()
     if batch_id is None:
         pending = [b for b in batches if b[4] is None]
@@ -282,14 +407,16 @@ def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
         raise InputError(f"no journal batch {batch_id}; 'dedupdb journal' lists them")
     if batch[4] is not None:
         raise InputError(f"batch {batch_id} was undone already")
-    action = batch[2]
+    action, target = batch[2], batch[3]
     outcome = UndoOutcome(batch_id)
+    lookup = TrashLookup()
     for entry_id, source, destination, size, mtime_ns, digest, status, _ in reversed(db.store.journal_entries(batch_id)):
         if status not in ("done", "planned"):
             continue
         src = Path(source)
+        away = Path(destination) if destination else None
         try:
-            message = _undo_entry(action, src, Path(destination) if destination else None, mtime_ns, digest, status)
+            message = _undo_entry(action, src, away, mtime_ns, digest, status, lookup)
         except OSError as exc:
             message = exc.strerror or str(exc)
         with db.store.transaction():
@@ -301,6 +428,8 @@ def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
             outcome.restored.append(source)
             if message == _CHANGED:
                 outcome.changed.append(source)
+            if action == "move" and away is not None and target:
+                _remove_empty_folders(away.parent, Path(target))
         elif not message.startswith(_NEVER):
             outcome.cannot.append((source, message))
     # Index again every file of the batch that is back, also those an interrupted undo put back before: the
@@ -313,6 +442,19 @@ def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
     return outcome
 
 
+def _remove_empty_folders(folder: Path, top: Path) -> None:
+    """Remove folder and its parents up to top, top included, while they are empty: what a move made to mirror
+    the original layout. A folder holding anything stays."""
+    while folder == top or folder.is_relative_to(top):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        if folder == top:
+            return
+        folder = folder.parent
+
+
 _NEVER = "never"  # an entry that was planned but never carried out: nothing to undo, nothing to report
 _CHANGED = "restored, but edited since the cleanup"
 
@@ -322,15 +464,39 @@ def _holds(path: Path, digest: str) -> bool:
         return bytes_hash(f.read()) == digest
 
 
+def _undo_trash(source: Path, trashed: Path | None, digest: str, status: str, lookup: TrashLookup) -> str | None:
+    if source.exists():
+        if status == "planned":
+            return "never moved to the trash"
+        return "something else is at the original place now; the file stays in the trash" + (
+            f" at {trashed}" if trashed else "")
+    if not trash_restorable():
+        return "in the system trash: restore it from there"
+    if trashed is not None:
+        if not trashed.exists():
+            return f"no longer in the trash (it was at {trashed})"
+        edited = not _holds(trashed, digest)
+        safe_move(trashed, source)
+        info_file(trashed).unlink(missing_ok=True)
+        return _CHANGED if edited else None
+    # Where it went was not recorded (an older dedupdb, or an interrupted cleanup): find it by its original path
+    # and its bytes.
+    for candidate in lookup.candidates(source):
+        if candidate.is_file() and _holds(candidate, digest):
+            safe_move(candidate, source)
+            info_file(candidate).unlink(missing_ok=True)
+            return None
+    return "never moved to the trash" if status == "planned" else "not found in the trash with the bytes it had"
+
+
 def _undo_entry(
-    action: str, source: Path, destination: Path | None, mtime_ns: int, digest: str, status: str
+    action: str, source: Path, destination: Path | None, mtime_ns: int, digest: str, status: str,
+    lookup: TrashLookup,
 ) -> str | None:
     """Undo one journal entry; None when done, else why it cannot be (or _CHANGED)."""
     discard_partial(source)  # a copy back that an earlier undo did not finish
     if action == "trash":
-        if status == "planned" and source.exists():
-            return "never moved to the trash"
-        return "in the system trash: restore it from there"
+        return _undo_trash(source, destination, digest, status, lookup)
     if action == "move":
         if source.exists():
             if destination is None or not destination.exists():

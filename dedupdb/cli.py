@@ -686,7 +686,7 @@ def clean(
         None, "--plan", help="Carry out a plan written before by 'clean --format json' (its action and files)."
     ),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="json: the plan (and with --yes, the outcome)."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Carry the plan out (without this: a dry run)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Carry the plan out (without this: a dry run, never a prompt)."),
     null: bool = typer.Option(False, "-0", "--null", help="With --action list: separate paths with NUL."),
 ) -> None:
     """Plan which file of each duplicate group to keep and what to do with the rest; a dry run unless --yes.
@@ -694,6 +694,7 @@ def clean(
     A file is acted on only for its own likeness to the kept file (an exact copy, or at least the threshold
     similar), and only while it still holds the bytes the plan saw."""
     from .cleanup import Outcome, Plan, carry_out, make_plan
+    from .trash import restorable as trash_restorable
 
     with _open(db) as database:
         if plan_file is not None:
@@ -718,19 +719,19 @@ def clean(
             if fmt is ListFormat.json:  # a script reads one document whatever the plan holds
                 render.write_json({"plan": plan.to_json(), "outcome": render.clean_outcome_json(Outcome())})
             return
+        if plan.action == CleanAction.trash.value and not trash_restorable():
+            render.warn("on this system dedupdb cannot put back what it sends to the trash: 'dedupdb undo' will "
+                        "not restore these files; restore them from the system trash, or use --action move")
         if not yes:
-            if sys.stdin is not None and sys.stdin.isatty() and render.console.is_terminal:
-                yes = typer.confirm(f"{plan.action} {len(plan.steps)} files?", default=False)
-            if not yes:
-                render.console.print("Dry run: nothing was changed. Add --yes to carry out this plan.")
-                return
+            render.console.print("Dry run: nothing was changed. Add --yes to carry out this plan.")
+            return
         with render.progress_bar("Cleaning") as progress:
             outcome = carry_out(database, plan, progress)
     if fmt is ListFormat.json:
         render.write_json({"plan": plan.to_json(), "outcome": render.clean_outcome_json(outcome)})
     else:
-        render.clean_outcome(outcome, plan.action)
-    if outcome.failed:
+        render.clean_outcome(outcome, plan.action, undoable=plan.action != "trash" or trash_restorable())
+    if outcome.failed or outcome.refused:
         raise typer.Exit(1)
 
 
@@ -762,6 +763,8 @@ def undo(
         render.write_json(render.undo_json(outcome))
     else:
         render.undo_outcome(outcome)
+    if outcome.cannot:  # a script must not take a partial undo for a whole one
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -536,6 +536,10 @@ def diff_view(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: flo
 # --- cleanup -------------------------------------------------------------------
 
 
+def warn(message: str) -> None:
+    err_console.print(f"[yellow]warning[/yellow]: {escape(message)}", highlight=False)
+
+
 def plan_paths(plan, null: bool) -> None:
     separator = "\0" if null else "\n"
     sys.stdout.write("".join(step.remove.path + separator for step in plan.steps))
@@ -568,17 +572,25 @@ def clean_outcome_json(outcome) -> dict:
         "done": outcome.done,
         "skipped": [{"path": p, "reason": r} for p, r in outcome.skipped],
         "failed": [{"path": p, "reason": r} for p, r in outcome.failed],
+        "refused": [{"path": p, "reason": r} for p, r in outcome.refused],
     }
 
 
-def clean_outcome(outcome, action: str) -> None:
+def clean_outcome(outcome, action: str, undoable: bool = True) -> None:
+    for path, why in outcome.refused:
+        err_console.print(f"[red]refused[/red] {escape(path)}: {escape(why)}", highlight=False)
     for path, why in outcome.skipped:
         err_console.print(f"[yellow]skipped[/yellow] {escape(path)}: {escape(why)}", highlight=False)
     for path, why in outcome.failed:
         err_console.print(f"[red]failed[/red] {escape(path)}: {escape(why)}", highlight=False)
-    batch = f" (journal batch {outcome.batch}; 'dedupdb undo {outcome.batch}' puts it back)" if outcome.batch else ""
+    batch = ""
+    if outcome.batch:
+        back = f"'dedupdb undo {outcome.batch}' puts it back" if undoable else "restore from the system trash"
+        batch = f" (journal batch {outcome.batch}; {back})"
+    refused = f", {len(outcome.refused)} refused" if outcome.refused else ""
     console.print(
-        f"{action}: {len(outcome.done)} done, {len(outcome.skipped)} skipped, {len(outcome.failed)} failed{batch}",
+        f"{action}: {len(outcome.done)} done, {len(outcome.skipped)} skipped, {len(outcome.failed)} failed"
+        f"{refused}{batch}",
         highlight=False,
     )
 

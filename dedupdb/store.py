@@ -1063,6 +1063,13 @@ class Store:
     def set_entry_status(self, entry_id: int, status: str, message: str | None = None) -> None:
         self.conn.execute("UPDATE journal_entries SET status = ?, message = ? WHERE id = ?", (status, message, entry_id))
 
+    def finish_entries(self, rows: list[tuple[str, str | None, str | None, int]]) -> None:
+        """Mark journal entries from (status, message, destination or None to keep it, entry id)."""
+        self.conn.executemany(
+            "UPDATE journal_entries SET status = ?, message = ?, destination = coalesce(?, destination) WHERE id = ?",
+            rows,
+        )
+
     def journal_batches(self) -> list[tuple]:
         """(id, created_at, action, target, undone_at, {status: count}) newest first."""
         batches = self._q(

@@ -68,16 +68,17 @@ def test_every_byte_survives_clean_and_undo(cli, lookalikes, tmp_path, isolated_
             assert (lookalikes / name).stat().st_nlink == 1
     else:
         assert "6 done" in result.stdout
+    if action == "trash":  # the files wait in the trash, each with its .trashinfo naming where it was
+        trash = isolated_dirs / "data" / "Trash"
+        assert sorted(_hashes(lookalikes, trash / "files").values()) == sorted(before.values())
+        assert len(list((trash / "info").iterdir())) == 6
     undone = cli("undo")
     assert undone.exit_code == 0, undone.output
-    if action == "trash":
-        # The trash cannot be undone from here, and undo says so; the bytes are all in the trash.
-        assert "cannot be restored" in undone.stdout and "system trash" in undone.output
-        trash = isolated_dirs / "data" / "Trash" / "files"
-        assert sorted(_hashes(lookalikes, trash).values()) == sorted(before.values())
-    else:
-        assert _hashes(lookalikes) == before
-        assert all((lookalikes / n).stat().st_nlink == 1 for n in ("copy.txt", "zh/copy.txt"))
+    assert "6 restored" in undone.stdout or action == "hardlink"
+    assert _hashes(lookalikes) == before
+    assert all((lookalikes / n).stat().st_nlink == 1 for n in ("copy.txt", "zh/copy.txt"))
+    if action == "trash":  # taken out of the trash, info files too
+        assert not list((trash / "files").iterdir()) and not list((trash / "info").iterdir())
 
 
 def test_hardlink_plan_leaves_normalized_copies_with_reasons(cli, lookalikes):

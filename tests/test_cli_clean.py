@@ -164,8 +164,36 @@ def test_trash_and_honest_undo(cli, archive, isolated_dirs):
     assert len(list((archive / "zh").iterdir())) == 1
     trash = isolated_dirs / "data" / "Trash" / "files"
     assert len(list(trash.iterdir())) == 1
+    before = (archive / "zh/b.txt").exists(), (archive / "zh/a.txt").exists()
     result = cli("undo")
-    assert "cannot be restored" in result.stdout and "system trash" in result.output
+    assert result.exit_code == 0 and "1 restored, 0 cannot" in result.stdout
+    assert (archive / "zh/a.txt").read_text() == CHINESE and (archive / "zh/b.txt").read_text() == CHINESE_EDITED
+    assert not list(trash.iterdir())
+    assert before.count(False) == 1
+
+
+def test_undo_finds_trashed_files_the_journal_did_not_place(cli, archive, isolated_dirs, monkeypatch):
+    """A batch trashed before the journal recorded where each file went (an older dedupdb, or an interruption
+    between trashing and writing the journal) is undone by finding each file by its original path and bytes."""
+    from send2trash import send2trash
+
+    with monkeypatch.context() as m:
+        m.setattr(cleanup, "trash", lambda path: send2trash(str(path)))  # trashes without saying where
+        assert cli("clean", "--action", "trash", "--under", str(archive / "zh"), "--yes").exit_code == 0
+    gone = [p for p in ("zh/a.txt", "zh/b.txt") if not (archive / p).exists()]
+    assert len(gone) == 1
+    result = cli("undo")
+    assert result.exit_code == 0 and "1 restored" in result.stdout, result.output
+    assert (archive / gone[0]).exists()
+
+
+def test_undo_that_cannot_restore_exits_non_zero(cli, archive, isolated_dirs):
+    assert cli("clean", "--action", "trash", "--under", str(archive / "zh"), "--yes").exit_code == 0
+    for item in (isolated_dirs / "data" / "Trash" / "files").iterdir():
+        item.unlink()  # the trash was emptied
+    result = cli("undo")
+    assert result.exit_code == 1 and "no longer in the trash" in result.output
+    assert "0 restored, 1 cannot be restored" in result.stdout
 
 
 def test_records_are_never_cleaned(cli, tmp_path):
