@@ -6,6 +6,10 @@ The invariants, each a named check:
 - runs: the sorted runs that hold index and containment rows (runs.py) are whole: each run's fences name its
   blocks in order, every block is sorted, starts where its fence says and above the block before it, the
   entries add up to the run's count, and no block belongs to no run.
+- signatures: every content's stored sketch, SimHash, MinHash signature and fingerprints match its checksum
+  (checksums.py); for one stored before checksums existed, its sketch decodes whole and in order, and its
+  signature and fingerprints have the sizes and order a store writes. A damaged content is left out of the two
+  checks of rows below (which would only repeat it, or could not read it at all).
 - index_rows: every content has exactly the index rows its stored signatures give (one per LSH band, or per pair
   of super-shingles with that preset, for a text with shingles, one per SimHash block pair for a text with a
   SimHash, as Indexer._index_rows computes them),
@@ -33,6 +37,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import sketchpack
+from .checksums import matches
 from .cluster import dense_components
 from .config import default_db_path
 from .errors import DatabaseError
@@ -44,8 +50,8 @@ if TYPE_CHECKING:
     from .database import Database
 
 CHECKS = (
-    "integrity", "runs", "index_rows", "containment_rows", "document_counts", "orphan_contents", "document_links", "pairs",
-    "clusters",
+    "integrity", "runs", "signatures", "index_rows", "containment_rows", "document_counts", "orphan_contents",
+    "document_links", "pairs", "clusters",
 )
 EXAMPLES = 5          # examples shown per failed check
 INTEGRITY_LIMIT = 100  # messages asked of PRAGMA integrity_check
@@ -71,6 +77,7 @@ class CheckReport:
     pairs: int | None
     problems: tuple[Problem, ...] = ()
     checks: tuple[str, ...] = field(default=CHECKS)
+    without_checksums: int = 0  # contents stored before checksums existed: checked only as far as their bytes allow
 
     @property
     def sound(self) -> bool:
@@ -114,9 +121,18 @@ def check_database(database: Database) -> CheckReport:
         except DatabaseError as exc:  # a damaged page met while reading: the check could not finish
             problems.append(Problem(name, None, f"could not be checked: {_reason(exc)}"))
 
+    damaged: frozenset[int] = frozenset()
+    without_checksums = 0
+
+    def signatures() -> list[Problem]:
+        nonlocal damaged, without_checksums
+        found, damaged, without_checksums = _check_signatures(database)
+        return found
+
     with store.snapshot():
         run("integrity", lambda: _check_integrity(store))
         run("runs", lambda: _check_runs(store))
+        run("signatures", signatures)
         try:
             totals = store.check_totals()
             max_id = totals[3]
@@ -127,8 +143,8 @@ def check_database(database: Database) -> CheckReport:
                 for name in ("index_rows", "containment_rows", "clusters")
             ]
         else:
-            run("index_rows", lambda: _check_index_rows(database, max_id))
-            run("containment_rows", lambda: _check_containment_rows(database, max_id))
+            run("index_rows", lambda: _check_index_rows(database, max_id, damaged))
+            run("containment_rows", lambda: _check_containment_rows(database, max_id, damaged))
             run("clusters", lambda: _check_clusters(store, max_id))
         run("document_counts", lambda: _check_document_counts(store))
         run("document_links", lambda: _check_document_links(store))
@@ -136,7 +152,8 @@ def check_database(database: Database) -> CheckReport:
     order = {name: i for i, name in enumerate(CHECKS)}
     problems.sort(key=lambda p: order[p.check])
     documents, contents, pairs = totals[:3] if totals is not None else (None, None, None)
-    return CheckReport(str(store.path), documents, contents, pairs, tuple(problems))
+    return CheckReport(str(store.path), documents, contents, pairs, tuple(problems),
+                       without_checksums=without_checksums)
 
 
 # --- the checks ----------------------------------------------------------------
@@ -167,6 +184,58 @@ def _check_integrity(store: Store) -> list[Problem]:
     return [_integrity_problem(messages)] if messages else []
 
 
+def _check_signatures(database: Database) -> tuple[list[Problem], frozenset[int], int]:
+    """(problems, ids of the damaged contents, how many contents have no checksum)."""
+    settings = database.settings
+    damaged: list[int] = []
+    examples: list[str] = []
+    without = 0
+    for rows in database.store.signature_batches():
+        unsummed = []
+        for row in rows:
+            content_id, shingles, minhash, sketch, simhash, fingerprints, stored = row
+            if stored is None:
+                unsummed.append(row)
+            elif not matches(stored, shingles, minhash, sketch, simhash, fingerprints):
+                damaged.append(content_id)
+                if len(examples) < EXAMPLES:
+                    examples.append(f"content {content_id}: its stored signatures do not match their checksum")
+        without += len(unsummed)
+        for content_id, why in _unsummed_faults(unsummed, settings.num_perm, settings.sketch_size):
+            damaged.append(content_id)
+            if len(examples) < EXAMPLES:
+                examples.append(f"content {content_id}: {why}")
+    if not damaged:
+        return [], frozenset(), without
+    problem = Problem("signatures", len(damaged), "contents whose stored signatures are damaged", tuple(examples))
+    return [problem], frozenset(damaged), without
+
+
+def _unsummed_faults(rows: list[tuple], num_perm: int, sketch_size: int) -> Iterator[tuple[int, str]]:
+    """(content id, what is wrong) of rows stored without a checksum, as far as their bytes tell: a sketch that
+    is not whole, not in order or too long, a signature of the wrong size, fingerprints not whole or not in order."""
+    try:  # all at once; one by one only when some sketch is not whole
+        sketches = sketchpack.unpack_each([r[3] for r in rows])
+    except ValueError:
+        sketches = []
+        for r in rows:
+            try:
+                sketches.append(sketchpack.unpack_each([r[3]])[0])
+            except ValueError:
+                sketches.append(None)
+    for (content_id, shingles, minhash, _, _, fingerprints, _), values in zip(rows, sketches):
+        if values is None:
+            yield content_id, "its sketch is not whole"
+        elif len(values) > sketch_size or (np.diff(values.astype(np.int64)) <= 0).any():
+            yield content_id, "its sketch is out of order or too long"
+        elif len(minhash) not in ((0, 2 * num_perm) if not shingles else
+                                  (0,) if shingles == len(values) else (2 * num_perm,)):
+            yield content_id, f"its MinHash signature is {len(minhash)} bytes"
+        elif fingerprints is not None and (len(fingerprints) % 4 or (np.diff(np.frombuffer(
+                fingerprints, "<u4").astype(np.int64)) <= 0).any()):
+            yield content_id, "its fingerprints are not whole or out of order"
+
+
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
@@ -176,27 +245,29 @@ def _digest(entries: np.ndarray) -> np.ndarray:
     return fmix64(entries.astype(np.uint64))
 
 
-def _check_index_rows(database: Database, max_id: int) -> list[Problem]:
+def _check_index_rows(database: Database, max_id: int, damaged: frozenset[int]) -> list[Problem]:
     store, indexer = database.store, database.indexer
     return _check_rows(
         "index_rows", "index rows", max_id, store.index_entry_chunks(), store.stored_entries,
-        lambda rows: indexer._index_rows(indexer.stored_fingerprints(rows)), store,
+        lambda rows: indexer._index_rows(indexer.stored_fingerprints(rows)), store, damaged,
     )
 
 
-def _check_containment_rows(database: Database, max_id: int) -> list[Problem]:
+def _check_containment_rows(database: Database, max_id: int, damaged: frozenset[int]) -> list[Problem]:
     store = database.store
     return _check_rows(
         "containment_rows", "containment rows", max_id, store.containment_entry_chunks(),
         store.stored_containment_entries, lambda rows: rows_of({cid: r.fingerprints for cid, r in rows.items()}), store,
+        damaged,
     )
 
 
 def _check_rows(
     check: str, noun: str, max_id: int, chunks: Iterator[np.ndarray], stored_entries: Callable[[np.ndarray], np.ndarray],
-    expected_rows: Callable[[dict], tuple[np.ndarray, np.ndarray]], store: Store,
+    expected_rows: Callable[[dict], tuple[np.ndarray, np.ndarray]], store: Store, damaged: frozenset[int],
 ) -> list[Problem]:
-    """Rows packed as (key << 30) | content id against those each content's stored signatures give."""
+    """Rows packed as (key << 30) | content id against those each content's stored signatures give; the rows of
+    damaged contents (whose signatures cannot say which rows they should have) are not looked at."""
     size = max_id + 1
     # One scan of the table: per content id, how many rows and the sum of their digests.
     stored_count = np.zeros(size, np.int64)
@@ -213,9 +284,12 @@ def _check_rows(
 
     # One pass over the contents: the rows their signatures give, compared by count and digest.
     exists = np.zeros(size, bool)
+    exists[list(damaged)] = True  # their rows are not strays
     missing_total = extra_total = wrong_contents = 0
     examples: list[str] = []
-    for rows in store.content_batches():
+    for rows in store.content_batches(leave_out=damaged):
+        if not rows:
+            continue
         ids = np.fromiter(rows, dtype=np.int64, count=len(rows))  # ascending: the batch is in id order
         exists[ids] = True
         row_ids, keys = expected_rows(rows)

@@ -517,7 +517,8 @@ def check(
     db: Optional[Path] = DbOption,
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
 ) -> None:
-    """Verify the database: SQLite's integrity check, index rows, document counts, pairs and clusters.
+    """Verify the database: SQLite's integrity check, stored signatures against their checksums, index rows,
+    document counts, pairs and clusters.
 
     Exit status 0 when all hold, 1 with one line per failed check otherwise."""
     from .check import check_path

@@ -181,6 +181,8 @@ class Indexer:
             self._index_and_link(new)
             if progress:
                 progress(min(start + 2000, len(ids)), len(ids))
+        # Every content was just read whole: those stored before checksums existed get theirs.
+        self.store.fill_checksums()
 
     # --- searching ---------------------------------------------------------------
 

@@ -72,7 +72,8 @@ def apply(conn: sqlite3.Connection, migrations: list[Migration]) -> int:
                 conn.execute("COMMIT")
                 continue
             for statement in statements(script):
-                conn.execute(statement)
+                if not _adds_present_column(conn, statement):
+                    conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {migration.version}")
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -85,6 +86,19 @@ def apply(conn: sqlite3.Connection, migrations: list[Migration]) -> int:
             raise
         applied += 1
     return applied
+
+
+_ADD_COLUMN = re.compile(r"^(?:\s*--[^\n]*\n)*\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+(?:COLUMN\s+)?(\w+)", re.IGNORECASE)
+
+
+def _adds_present_column(conn: sqlite3.Connection, statement: str) -> bool:
+    """Whether a statement adds a column the table has already: a migration run again over a store whose
+    version was set back (by hand, or by a test) finds it there, and SQLite has no ADD COLUMN IF NOT EXISTS."""
+    match = _ADD_COLUMN.match(statement)
+    if not match:
+        return False
+    table, column = match.groups()
+    return any(row[1].lower() == column.lower() for row in conn.execute(f"PRAGMA table_info({table})"))
 
 
 def _low_halves(blob: bytes | None) -> bytes | None:

@@ -645,6 +645,7 @@ def journal_table(batches) -> None:
 
 _CHECK_HINTS = {
     "integrity": "the file itself is damaged: restore it from a backup, or add the files again into a new database",
+    "signatures": "'dedupdb reindex --from-sources' reads the files again and stores every text's signatures anew",
     "index_rows": "'dedupdb reindex' rebuilds index rows, pairs and clusters from the stored signatures",
     "containment_rows": "'dedupdb reindex' rebuilds containment rows from the fingerprints each text keeps",
     "pairs": "'dedupdb reindex' rebuilds index rows, pairs and clusters from the stored signatures",
@@ -661,6 +662,7 @@ def check_json(report) -> dict:
         "pairs": report.pairs,
         "checks": list(report.checks),
         "failed": report.failed(),
+        "without_checksums": report.without_checksums,
         "problems": [
             {"check": p.check, "count": p.count, "what": p.what, "examples": list(p.examples)} for p in report.problems
         ],
@@ -672,7 +674,9 @@ def check_report(report) -> None:
     say = lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
     totals = f"{report.documents} documents, {report.contents} contents, {report.pairs} pairs"
     if report.sound:
-        say(f"sound: {totals}")
+        say(f"sound: {totals}" + (
+            f" ({report.without_checksums} contents stored before checksums, checked as far as their bytes allow; "
+            "'dedupdb reindex' adds theirs)" if report.without_checksums else ""))
         return
     for p in report.problems:
         counted = p.what if p.count is None else f"{p.count} {p.what}"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import migrate, sketchpack
+from . import checksums, migrate, sketchpack
 from .errors import DatabaseError
 from .hashing import distinct, distinct_counts, distinct_of_sorted
 from .runs import Runs
@@ -110,6 +110,10 @@ def _kept_signature(fp) -> bytes:
 
 def _signature_blob(values: np.ndarray) -> bytes:
     return values.astype("<u2").tobytes()
+
+
+# The columns ContentRow is read from (Store._content_rows), the checksum last.
+_CONTENT_COLUMNS = "id, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints, checksum"
 
 
 def _optional_array(blob: bytes | None) -> np.ndarray | None:
@@ -697,14 +701,15 @@ class Store:
             raise ValueError(f"{len(fingerprints)} contents given {len(ids)} ids and {len(documents)} counts")
         clusters = clusters or {}
         sketches = sketchpack.pack([fp.sketch for fp in fingerprints])
+        rows = []
+        for i, fp, held, sketch in zip(ids, fingerprints, documents, sketches):
+            minhash, simhash, kept = _kept_signature(fp), fp.simhash_signed, _optional_blob(fp.fingerprints)
+            rows.append((i, fp.content_hash, fp.chars, fp.shingles, minhash, sketch, simhash, clusters.get(i, i), held,
+                         kept, checksums.checksum(fp.shingles, minhash, sketch, simhash, kept)))
         self.conn.executemany(
-            "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (i, fp.content_hash, fp.chars, fp.shingles, _kept_signature(fp), sketch, fp.simhash_signed,
-                 clusters.get(i, i), held, _optional_blob(fp.fingerprints))
-                for i, fp, held, sketch in zip(ids, fingerprints, documents, sketches)
-            ],
+            "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents, "
+            "fingerprints, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
         )
         return ids
 
@@ -726,14 +731,16 @@ class Store:
         out: dict[int, ContentRow] = {}
         for chunk in _chunks(ids):
             rows = self._q(
-                "SELECT id, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints FROM contents "
-                f"WHERE id IN ({_marks(len(chunk))})",
-                chunk,
+                f"SELECT {_CONTENT_COLUMNS} FROM contents WHERE id IN ({_marks(len(chunk))})", chunk
             ).fetchall()
             out.update(self._content_rows(rows))
         return out
 
     def _content_rows(self, rows: list[tuple]) -> dict[int, ContentRow]:
+        """ContentRows of rows of _CONTENT_COLUMNS, their checksums verified."""
+        for r in rows:
+            if not checksums.matches(r[9], r[2], r[3], r[4], r[5], r[8]):
+                raise self._damaged_content(r[0])
         sketches = self._unpacked([r[4] for r in rows])
         return {
             r[0]: ContentRow(r[0], r[1], r[2], _signature(r[3]), sketch, r[5], r[6], r[7], _optional_array(r[8]))
@@ -750,12 +757,28 @@ class Store:
     def _damaged_sketch(self) -> DatabaseError:
         return DatabaseError(f"{self.path} is damaged (a stored sketch is not whole); run 'dedupdb check' for details")
 
+    def _damaged_content(self, content_id: int) -> DatabaseError:
+        return DatabaseError(
+            f"{self.path} is damaged (the stored signatures of content {content_id} do not match their checksum); "
+            "run 'dedupdb check' for details"
+        )
+
+    def _verified_sketches(self, rows: list[tuple]) -> None:
+        """Raise for the first of rows (id, sketch, simhash, checksum) whose sketch and SimHash do not fit its
+        checksum: a sketch read is one xxh3 call away from being trusted."""
+        bad = checksums.first_bad_sketch(rows)
+        if bad is not None:
+            raise self._damaged_content(bad)
+
     def sketches(self, content_ids: Iterable[int]) -> dict[int, tuple[np.ndarray, int | None]]:
         """(bottom-k sketch, signed SimHash) of contents: all that verifying a candidate reads."""
         ids = list(content_ids)
         out: dict[int, tuple[np.ndarray, int | None]] = {}
         for chunk in _chunks(ids):
-            rows = self._q(f"SELECT id, sketch, simhash FROM contents WHERE id IN ({_marks(len(chunk))})", chunk).fetchall()
+            rows = self._q(
+                f"SELECT id, sketch, simhash, checksum FROM contents WHERE id IN ({_marks(len(chunk))})", chunk
+            ).fetchall()
+            self._verified_sketches(rows)
             out.update((r[0], (sketch, r[2])) for r, sketch in zip(rows, self._unpacked([r[1] for r in rows])))
         return out
 
@@ -767,9 +790,11 @@ class Store:
         blobs: list[bytes] = []
         simhashes: list[int | None] = []
         for chunk in _chunks(content_ids):
-            for content_id, blob, simhash in self._q(
-                f"SELECT id, sketch, simhash FROM contents WHERE id IN ({_marks(len(chunk))})", chunk
-            ):
+            rows = self._q(
+                f"SELECT id, sketch, simhash, checksum FROM contents WHERE id IN ({_marks(len(chunk))})", chunk
+            ).fetchall()
+            self._verified_sketches(rows)
+            for content_id, blob, simhash, _ in rows:
                 ids.append(content_id)
                 blobs.append(blob)
                 simhashes.append(simhash)
@@ -880,9 +905,13 @@ class Store:
         out = {}
         for chunk in _chunks(list(content_ids)):
             rows = self._q(
-                f"SELECT id, shingles, sketch, fingerprints, simhash FROM contents WHERE id IN ({_marks(len(chunk))})",
+                "SELECT id, shingles, sketch, fingerprints, simhash, minhash, checksum FROM contents "
+                f"WHERE id IN ({_marks(len(chunk))})",
                 chunk,
             ).fetchall()
+            for r in rows:
+                if not checksums.matches(r[6], r[1], r[5], r[2], r[4], r[3]):
+                    raise self._damaged_content(r[0])
             sketches = self._unpacked([r[2] for r in rows])
             out.update((r[0], (r[1], sketch, _optional_array(r[3]), r[4])) for r, sketch in zip(rows, sketches))
         return out
@@ -898,9 +927,10 @@ class Store:
         return out
 
     def set_fingerprints(self, fingerprints: dict[int, np.ndarray]) -> None:
-        """Store the fingerprints of contents that had none (their rows are the caller's to insert)."""
+        """Store the fingerprints of contents that had none (their rows are the caller's to insert). Their checksums,
+        which covered none, are dropped: 'dedupdb reindex' gives them new ones."""
         self.conn.executemany(
-            "UPDATE contents SET fingerprints = ? WHERE id = ? AND fingerprints IS NULL",
+            "UPDATE contents SET fingerprints = ?, checksum = NULL WHERE id = ? AND fingerprints IS NULL",
             [(_blob(fp), cid) for cid, fp in fingerprints.items()],
         )
 
@@ -1152,19 +1182,46 @@ class Store:
             "(SELECT coalesce(max(id), 0) FROM contents)"
         ).fetchone()
 
-    def content_batches(self, size: int = 2000) -> Iterator[dict[int, ContentRow]]:
-        """Every content, size of them at a time in id order (a range probe each)."""
+    def content_batches(self, size: int = 2000,
+                        leave_out: frozenset[int] = frozenset()) -> Iterator[dict[int, ContentRow]]:
+        """Every content but those left out (damaged ones, which reading would refuse), size of them at a time in
+        id order (a range probe each)."""
         last = -1
         while True:
             rows = self._q(
-                "SELECT id, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints FROM contents "
+                f"SELECT {_CONTENT_COLUMNS} FROM contents WHERE id > ? ORDER BY id LIMIT ?", (last, size)
+            ).fetchall()
+            if not rows:
+                return
+            yield self._content_rows([r for r in rows if r[0] not in leave_out])
+            last = rows[-1][0]
+
+    def signature_batches(self, size: int = 2000) -> Iterator[list[tuple]]:
+        """Every content's stored signature columns as stored, (id, shingles, minhash, sketch, simhash,
+        fingerprints, checksum), size of them at a time in id order: what check verifies them on."""
+        last = -1
+        while True:
+            rows = self._q(
+                "SELECT id, shingles, minhash, sketch, simhash, fingerprints, checksum FROM contents "
                 "WHERE id > ? ORDER BY id LIMIT ?",
                 (last, size),
             ).fetchall()
             if not rows:
                 return
-            yield self._content_rows(rows)
+            yield rows
             last = rows[-1][0]
+
+    def fill_checksums(self) -> int:
+        """Give every content stored before checksums existed its checksum, of its columns as they are (the
+        caller has read them whole); returns how many."""
+        self._raw.create_function("content_checksum", 5, checksums.checksum, deterministic=True)
+        return self.conn.execute(
+            "UPDATE contents SET checksum = content_checksum(shingles, minhash, sketch, simhash, fingerprints) "
+            "WHERE checksum IS NULL"
+        ).rowcount
+
+    def count_without_checksums(self) -> int:
+        return self._q("SELECT count(*) FROM contents WHERE checksum IS NULL").fetchone()[0]
 
     def index_entry_chunks(self) -> Iterator[np.ndarray]:
         """Every stored index row ((key << 30) | content id, int64), a few blocks at a time."""

@@ -240,6 +240,107 @@ def test_library_report_names_the_failed_invariants(store):
     assert report.problem("pairs").count == 1
 
 
+# --- stored signatures changed behind the store's back ---------------------------------
+
+
+@pytest.fixture
+def long_store(store, tmp_path, cli) -> tuple[Path, int, str]:
+    """The store, with a text of more shingles than a sketch holds: it keeps its MinHash signature, so its index
+    rows do not follow from its sketch. Returns (store, that content's id, its text)."""
+    rng = random.Random(11)
+    text = " ".join(rng.choice(VOCABULARY) for _ in range(1500))
+    result = cli("add", str(write(tmp_path / "long" / "long.txt", text)), "--workers", "0")
+    assert result.exit_code == 0, result.output
+    victim = scalar(store, "SELECT id FROM contents WHERE length(minhash) > 0")
+    assert scalar(store, f"SELECT length(sketch) % 4 FROM contents WHERE id = {victim}") == 1  # coded
+    return store, victim, text
+
+
+def overwrite(db_path: Path, content_id: int, column: str, at: int, data: bytes) -> None:
+    """Overwrite bytes of one content's stored blob in place, as a failing disk or a careless tool would."""
+    blob = scalar(db_path, f"SELECT {column} FROM contents WHERE id = {content_id}")
+    assert at + len(data) <= len(blob)
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        conn.execute(f"UPDATE contents SET {column} = ? WHERE id = ?", (blob[:at] + data + blob[at + len(data):],
+                                                                          content_id))
+    finally:
+        conn.close()
+
+
+def test_every_content_carries_a_checksum_and_a_sound_store_stays_sound(long_store, cli):
+    store, _, _ = long_store
+    assert scalar(store, "SELECT count(*) FROM contents WHERE checksum IS NULL") == 0
+    code, data = check_json(cli)
+    assert code == 0 and data["sound"] is True and data["without_checksums"] == 0
+    assert "signatures" in data["checks"]
+
+
+def test_overwritten_sketch_bytes_are_named_and_refused_on_read(long_store, cli):
+    """12 bytes inside the low bytes of a coded sketch: it still decodes, and the content's index rows come from
+    its kept signature, so nothing but a checksum tells."""
+    store, victim, text = long_store
+    overwrite(store, victim, "sketch", 2 + 3 * 40, random.Random(5).randbytes(12))
+    problem = _fails(cli, "signatures")
+    assert problem["count"] == 1
+    assert problem["examples"] == [f"content {victim}: its stored signatures do not match their checksum"]
+    assert "reindex --from-sources" in cli("check").output.strip().splitlines()[-1]
+    with dedupdb.open(store, create=False) as db:
+        report = db.check()
+        assert report.failed() == ["signatures"] and report.problem("signatures").count == 1
+        for read in (lambda: db.store.sketch_columns([victim]), lambda: db.store.sketches([victim]),
+                     lambda: db.store.contents([victim]), lambda: db.query(text)):
+            with pytest.raises(dedupdb.errors.DatabaseError, match=f"damaged .*content {victim}"):
+                read()
+    result = cli("query", text)
+    assert result.exit_code != 0 and "damaged" in result.output and "Traceback" not in result.output
+    # The repair check names: every file read again, every text's signatures stored anew.
+    assert cli("reindex", "--from-sources").exit_code == 0
+    assert cli("check").exit_code == 0
+
+
+def test_one_flipped_byte_of_a_kept_signature_is_named(long_store, cli):
+    store, victim, _ = long_store
+    signature = scalar(store, f"SELECT minhash FROM contents WHERE id = {victim}")
+    overwrite(store, victim, "minhash", 100, bytes([signature[100] ^ 0x10]))
+    problem = _fails(cli, "signatures")  # only: its index rows are not compared with a damaged signature
+    assert problem["examples"] == [f"content {victim}: its stored signatures do not match their checksum"]
+    with dedupdb.open(store, create=False) as db:
+        assert db.check().failed() == ["signatures"]
+
+
+def test_contents_without_checksums_check_sound_as_far_as_their_bytes_allow(long_store, cli):
+    """Contents stored before checksums existed (NULL) are read and checked sound; damage their bytes show is
+    still named; 'dedupdb reindex' gives them their checksums."""
+    store, victim, text = long_store
+    contents = scalar(store, "SELECT count(*) FROM contents")
+    raw(store, "UPDATE contents SET checksum = NULL")
+    result = cli("check")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("sound: ") and f"({contents} contents stored before checksums" in result.output
+    code, data = check_json(cli)
+    assert code == 0 and data["sound"] and data["without_checksums"] == contents
+    with dedupdb.open(store, create=False) as db:
+        assert db.query(text)[0].jaccard == 1.0
+
+    # Two values of one high part given the same low bytes: no longer in order.
+    with dedupdb.open(store, create=False) as db:
+        values = db.store.sketches([victim])[victim][0]
+    k = next(i for i in range(len(values) - 1) if values[i] >> 24 == values[i + 1] >> 24)
+    sketch = scalar(store, f"SELECT sketch FROM contents WHERE id = {victim}")
+    overwrite(store, victim, "sketch", 2 + 3 * k, b"\xff" * 12)
+    problem = _fails(cli, "signatures")
+    assert problem["examples"] == [f"content {victim}: its sketch is out of order or too long"]
+
+    raw(store, f"UPDATE contents SET sketch = x'{sketch.hex()}' WHERE id = {victim}")
+    assert cli("reindex").exit_code == 0
+    code, data = check_json(cli)
+    assert code == 0 and data["without_checksums"] == 0
+    assert scalar(store, "SELECT count(*) FROM contents WHERE checksum IS NULL") == 0
+    overwrite(store, victim, "sketch", 2 + 3 * 40, random.Random(5).randbytes(12))
+    assert _fails(cli, "signatures")["count"] == 1
+
+
 # --- damaged pages ----------------------------------------------------------------
 
 

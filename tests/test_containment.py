@@ -230,7 +230,8 @@ def _as_schema_3(db_path: Path) -> None:
     conn.executescript(
         "BEGIN; DROP TABLE run_filters; DROP TABLE run_blocks; DROP TABLE runs; CREATE TABLE index_keys (entry INTEGER PRIMARY KEY);"
         "DROP INDEX contents_without_fingerprints;"
-        "ALTER TABLE contents DROP COLUMN fingerprints; PRAGMA user_version = 3; COMMIT;"
+        "ALTER TABLE contents DROP COLUMN fingerprints; ALTER TABLE contents DROP COLUMN checksum;"
+        "PRAGMA user_version = 3; COMMIT;"
     )
     conn.close()
 

@@ -65,7 +65,7 @@ def _as_schema_2(db_path) -> None:
         " PRIMARY KEY (block, value, content_id)) WITHOUT ROWID;"
         "DELETE FROM pairs; UPDATE contents SET cluster = id;"
         "DROP INDEX contents_without_fingerprints; ALTER TABLE contents DROP COLUMN fingerprints;"
-        "PRAGMA user_version = 2; COMMIT;"
+        "ALTER TABLE contents DROP COLUMN checksum; PRAGMA user_version = 2; COMMIT;"
     )
     conn.close()
 
@@ -216,3 +216,30 @@ def test_schema_8_runs_take_kept_filters_from_the_next_add(tmp_path, db_path, cl
         assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before
         assert db.store.index_rows() > rows
     assert cli("check").exit_code == 0
+
+
+def test_schema_10_contents_get_no_checksum_until_reindex_gives_them_one(tmp_path, db_path, cli):
+    """Opening a store of schema 10 adds the checksum column and computes nothing: its contents are read and
+    checked as before; 'dedupdb reindex' fills the checksums in. The migration run again adds nothing."""
+    before, rows, _ = _five_documents_stored(tmp_path, db_path)
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    stored = conn.execute("SELECT id, checksum FROM contents ORDER BY id").fetchall()
+    conn.executescript("BEGIN; ALTER TABLE contents DROP COLUMN checksum; PRAGMA user_version = 10; COMMIT;")
+    conn.close()
+
+    result = cli("check", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert '"without_checksums": 5' in result.output
+    with dedupdb.open(db_path) as db:
+        assert migrate.schema_version(db.store.conn) == len(migrate.available())
+        assert db.store.count_without_checksums() == 5
+        assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before
+        db.reindex()
+        assert db.store.conn.execute("SELECT id, checksum FROM contents ORDER BY id").fetchall() == stored
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.execute("PRAGMA user_version = 10")
+    conn.close()
+    assert cli("check").exit_code == 0
+    with dedupdb.open(db_path) as db:
+        assert migrate.schema_version(db.store.conn) == len(migrate.available())
+        assert db.store.count_without_checksums() == 0

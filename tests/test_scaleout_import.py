@@ -206,6 +206,21 @@ def test_import_answers_as_add_does(job, tmp_path, small_batches):
         assert meta[importer.PENDING] == "0"
 
 
+def test_imported_contents_carry_the_checksums_add_gives_them(job, tmp_path):
+    db_path = tmp_path / "imported.db"
+    _import(db_path, job.out)
+    sums = "SELECT hash, checksum FROM contents"
+    with Database.open(job.truth, create=False) as truth, Database.open(db_path, create=False) as db:
+        imported = dict(db.store.conn.execute(sums).fetchall())
+        assert None not in imported.values() and imported == dict(truth.store.conn.execute(sums).fetchall())
+        victim, sketch = db.store.conn.execute(
+            "SELECT id, sketch FROM contents ORDER BY length(sketch) DESC LIMIT 1").fetchone()
+        db.store.conn.execute("UPDATE contents SET sketch = ? WHERE id = ?",
+                              (sketch[:8] + bytes(b ^ 0xFF for b in sketch[8:20]) + sketch[20:], victim))
+        report = db.check()
+        assert report.failed() == ["signatures"] and f"content {victim}:" in report.problem("signatures").examples[0]
+
+
 def test_query_finds_a_stored_text(job, tmp_path):
     db_path = tmp_path / "imported.db"
     _import(db_path, job.out)
