@@ -20,14 +20,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .actions import CHANGED, NEVER, Action, Entry, NotIdentical, holds
+from .fileops import discard_partial
 from .database import Database, Member
 from .errors import InputError
-from .fileops import NotIdentical, discard_partial, mirrored, replace_with_copy, replace_with_link, safe_move
 from .grouping import DEFAULT_KEEP, under as _under
-from .hashing import bytes_hash
-from .trash import TrashLookup, info_file, restorable as trash_restorable, trash
+from .trash import TrashLookup
 
-ACTIONS = ("list", "move", "trash", "hardlink")
 PLAN_FORMAT = 1
 
 
@@ -125,8 +124,10 @@ def make_plan(
 ) -> Plan:
     """What a cleanup would do: for every group of duplicate files (the same groups 'report' shows for the
     same keep rule), keep its first file and act on the others that pass the filters."""
-    if action not in ACTIONS:
-        raise InputError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
+    try:
+        chosen = Action.named(action)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     under = under.expanduser().resolve() if under else None
     groups = db.clusters(keep=keep, prefer=prefer, files_only=True)
     if cluster is not None:
@@ -152,7 +153,7 @@ def make_plan(
                 reason = "outside --under"
             elif exact_only and not m.exact:
                 reason = "not an exact copy (--exact-only)"
-            elif action == "hardlink" and not same_bytes:
+            elif chosen is Action.hardlink and not same_bytes:
                 reason = ("the same text but not the same bytes as the kept file: a hard link would replace them"
                           if m.exact else "not an exact copy (hard links need identical bytes)")
             elif m.similarity < min_similarity:
@@ -181,7 +182,7 @@ def _changed(state: FileState) -> str | None:
     """Why a file may not be touched now, or None when it still holds exactly the bytes the plan saw."""
     try:
         # The size first: a file of another size is changed without reading it.
-        if os.stat(state.path).st_size != state.size or not _holds(Path(state.path), state.digest):
+        if os.stat(state.path).st_size != state.size or not holds(Path(state.path), state.digest):
             return "changed since it was indexed (or since the plan was made)"
     except OSError:
         return "missing"
@@ -200,7 +201,7 @@ class _Checker:
     """Checks each step of a plan against the database at the moment of acting, whatever the plan file says:
     a plan is meant to be reviewed and edited, so it is a request, not an authority."""
 
-    def __init__(self, db: Database, action: str) -> None:
+    def __init__(self, db: Database, action: Action) -> None:
         self.db = db
         self.action = action
         self.threshold = db.settings.threshold
@@ -273,12 +274,8 @@ class _Checker:
         why = self.current(acted.state)
         if why:
             return why
-        if self.action == "hardlink":
-            if acted.state.digest != kept.state.digest:
-                return "not byte-identical to the kept file"
-            if os.path.samefile(step.keep.path, step.remove.path):
-                return "already a hard link to the copy kept"
-        return None
+        return self.action.handler.check(acted.state.digest, kept.state.digest, Path(step.remove.path),
+                                         Path(step.keep.path))
 
     def accept(self, step: Step) -> None:
         self.kept.add(step.keep.path)
@@ -294,11 +291,15 @@ def carry_out(db: Database, plan: Plan, progress: Callable[[int, int], None] | N
     """Do what the plan says, journaled. Every step is checked against the database first (see _Checker): a
     step it does not allow is refused with the reason, one whose files changed since is skipped, and no file
     a step keeps is ever acted on, so every group keeps a copy whatever the plan file says."""
-    action = plan.action
-    if action not in ("move", "trash", "hardlink"):
-        raise InputError("only move, trash and hardlink change files")
+    try:
+        action = Action.named(plan.action)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if not action.changes_files:
+        raise InputError("only " + ", ".join(a.value for a in Action if a.changes_files) + " change files")
+    handler = action.handler
     to = Path(plan.to).expanduser().resolve() if plan.to else None
-    if action == "move":
+    if action is Action.move:
         if to is None:
             raise InputError("--action move needs --to DIR")
         if plan.steps:
@@ -322,14 +323,12 @@ def carry_out(db: Database, plan: Plan, progress: Callable[[int, int], None] | N
         checker.accept(step)
         acted = checker.stored(step.remove.path)
         assert not isinstance(acted, str)
-        destination = (mirrored(Path(step.remove.path), to) if action == "move"
-                       else Path(step.keep.path) if action == "hardlink" else None)
-        checked.append((acted.state, destination))
+        checked.append((acted.state, handler.destination(Path(step.remove.path), Path(step.keep.path), to)))
     if not checked:
         return outcome
     entries = [(s.path, str(d) if d else None, s.size, s.mtime_ns, s.digest) for s, d in checked]
     with db.store.transaction():
-        outcome.batch = db.store.create_batch(action, str(to) if to else None, entries)
+        outcome.batch = db.store.create_batch(action.value, str(to) if to else None, entries)
     journal = db.store.journal_entries(outcome.batch)
     # Each file is acted on after its journal entry is committed as planned; marking it done and dropping it
     # from the index are written in groups, as a commit and an index removal per file cost 20 ms each. An
@@ -353,16 +352,7 @@ def carry_out(db: Database, plan: Plan, progress: Callable[[int, int], None] | N
         for done, ((state, destination), entry) in enumerate(zip(checked, journal), 1):
             entry_id, source = entry[0], Path(entry[1])
             try:
-                if action == "move":
-                    assert destination is not None
-                    discard_partial(destination)  # left by a copy that an earlier run did not finish
-                    safe_move(source, destination)
-                elif action == "trash":
-                    trashed = trash(source)
-                    destination = trashed
-                else:
-                    assert destination is not None
-                    replace_with_link(source, destination)
+                destination = handler.do(source, destination)
             except NotIdentical as exc:
                 finished.append(("skipped", str(exc), None, entry_id))
                 outcome.skipped.append((str(source), str(exc)))
@@ -372,7 +362,7 @@ def carry_out(db: Database, plan: Plan, progress: Callable[[int, int], None] | N
                 outcome.failed.append((str(source), exc.strerror or str(exc)))
                 continue
             finished.append(("done", None, str(destination) if destination else None, entry_id))
-            if action != "hardlink":  # a hard link keeps the same bytes at the same path: still indexed
+            if handler.removes_from_index:
                 gone.append(str(source))
             outcome.done.append(str(source))
             if progress:
@@ -407,30 +397,30 @@ def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
         raise InputError(f"no journal batch {batch_id}; 'dedupdb journal' lists them")
     if batch[4] is not None:
         raise InputError(f"batch {batch_id} was undone already")
-    action, target = batch[2], batch[3]
+    action, target = Action.named(batch[2]), batch[3]
     outcome = UndoOutcome(batch_id)
     lookup = TrashLookup()
     for entry_id, source, destination, size, mtime_ns, digest, status, _ in reversed(db.store.journal_entries(batch_id)):
         if status not in ("done", "planned"):
             continue
-        src = Path(source)
         away = Path(destination) if destination else None
         try:
-            message = _undo_entry(action, src, away, mtime_ns, digest, status, lookup)
+            discard_partial(Path(source))  # a copy back that an earlier undo did not finish
+            message = action.handler.undo(Entry(Path(source), away, mtime_ns, digest, status), lookup)
         except OSError as exc:
             message = exc.strerror or str(exc)
         with db.store.transaction():
-            if message is None or message == _CHANGED:
+            if message is None or message == CHANGED:
                 db.store.set_entry_status(entry_id, "undone")
             elif status == "planned":
                 db.store.set_entry_status(entry_id, "skipped", message)
-        if message is None or message == _CHANGED:
+        if message is None or message == CHANGED:
             outcome.restored.append(source)
-            if message == _CHANGED:
+            if message == CHANGED:
                 outcome.changed.append(source)
-            if action == "move" and away is not None and target:
+            if action is Action.move and away is not None and target:
                 _remove_empty_folders(away.parent, Path(target))
-        elif not message.startswith(_NEVER):
+        elif not message.startswith(NEVER):
             outcome.cannot.append((source, message))
     # Index again every file of the batch that is back, also those an interrupted undo put back before: the
     # batch is marked undone only once they are.
@@ -453,75 +443,3 @@ def _remove_empty_folders(folder: Path, top: Path) -> None:
         if folder == top:
             return
         folder = folder.parent
-
-
-_NEVER = "never"  # an entry that was planned but never carried out: nothing to undo, nothing to report
-_CHANGED = "restored, but edited since the cleanup"
-
-
-def _holds(path: Path, digest: str) -> bool:
-    with open(path, "rb") as f:
-        return bytes_hash(f.read()) == digest
-
-
-def _undo_trash(source: Path, trashed: Path | None, digest: str, status: str, lookup: TrashLookup) -> str | None:
-    if source.exists():
-        if status == "planned":
-            return "never moved to the trash"
-        return "something else is at the original place now; the file stays in the trash" + (
-            f" at {trashed}" if trashed else "")
-    if not trash_restorable():
-        return "in the system trash: restore it from there"
-    if trashed is not None:
-        if not trashed.exists():
-            return f"no longer in the trash (it was at {trashed})"
-        edited = not _holds(trashed, digest)
-        safe_move(trashed, source)
-        info_file(trashed).unlink(missing_ok=True)
-        return _CHANGED if edited else None
-    # Where it went was not recorded (an older dedupdb, or an interrupted cleanup): find it by its original path
-    # and its bytes.
-    for candidate in lookup.candidates(source):
-        if candidate.is_file() and _holds(candidate, digest):
-            safe_move(candidate, source)
-            info_file(candidate).unlink(missing_ok=True)
-            return None
-    return "never moved to the trash" if status == "planned" else "not found in the trash with the bytes it had"
-
-
-def _undo_entry(
-    action: str, source: Path, destination: Path | None, mtime_ns: int, digest: str, status: str,
-    lookup: TrashLookup,
-) -> str | None:
-    """Undo one journal entry; None when done, else why it cannot be (or _CHANGED)."""
-    discard_partial(source)  # a copy back that an earlier undo did not finish
-    if action == "trash":
-        return _undo_trash(source, destination, digest, status, lookup)
-    if action == "move":
-        if source.exists():
-            if destination is None or not destination.exists():
-                # Never moved at all, or put back by an undo that stopped before it could say so.
-                if status == "planned":
-                    return "never moved"
-                return None if _holds(source, digest) else "something else is at the original place now"
-            return "something else is at the original place now; the file stays at " + str(destination)
-        if destination is None or not destination.exists():
-            return f"not found at {destination}"
-        edited = not _holds(destination, digest)
-        safe_move(destination, source)
-        os.utime(source, ns=(mtime_ns, mtime_ns))
-        return _CHANGED if edited else None
-    # hardlink: give the path its own copy of its bytes back, which are the kept file's bytes (they were
-    # byte-identical when linked) only while the kept file still holds them.
-    if not source.exists():
-        return "the file is gone"
-    if destination is None or not destination.exists():
-        return "the kept file it was linked to is gone"
-    if not os.path.samefile(source, destination):
-        if status == "planned" or _holds(source, digest):
-            return "never linked" if status == "planned" else None
-        return "something else is at the original place now; left alone"
-    if not _holds(destination, digest):
-        return f"the kept file {destination} was edited since: the original bytes are gone; left as a link"
-    replace_with_copy(source, destination, mtime_ns)
-    return None

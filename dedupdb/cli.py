@@ -20,11 +20,12 @@ except ImportError:  # older typer, on click itself
     from click import get_current_context
 
 from . import __version__, render
+from .actions import Action
 from .config import (
     DB_ENV_VAR, MAX_FILE_BYTES, MAX_RECORD_BYTES, PRESET_BANDING, PRESET_SUPER_SHINGLES, QUERY_CONTAINMENT, Settings,
     parse_size, size_text,
 )
-from .errors import DedupError, InputError
+from .errors import DedupError, InputError, OptionError
 
 if TYPE_CHECKING:  # the database module brings numpy and the whole index: help and usage errors need neither
     from .database import Database
@@ -662,20 +663,13 @@ def diff(
         render.diff_view(label_a, text_a, label_b, text_b, jaccard, result, unified)
 
 
-class CleanAction(str, Enum):
-    list = "list"
-    move = "move"
-    trash = "trash"
-    hardlink = "hardlink"
-
-
 @app.command()
 @friendly
 def clean(
     db: Optional[Path] = DbOption,
     keep: KeepFileRule = KeepOption,
     prefer: Optional[Path] = PreferOption,
-    action: CleanAction = typer.Option(CleanAction.list, "--action", help="What happens to the other files."),
+    action: Action = typer.Option(Action.list, "--action", help="What happens to the other files."),
     to: Optional[Path] = typer.Option(None, "--to", help="For --action move: the folder to move them into."),
     cluster: Optional[int] = typer.Option(None, "--cluster", help="Only this cluster (ids as in 'report')."),
     min_similarity: Optional[float] = typer.Option(
@@ -705,8 +699,9 @@ def clean(
         else:
             floor = database.settings.threshold if min_similarity is None else min_similarity
             plan = make_plan(database, keep.value, prefer, action.value, cluster, floor, exact_only, under, to)
-        acting = plan.action != CleanAction.list.value
-        if plan.action == CleanAction.move.value and plan.to is None:
+        chosen = Action.named(plan.action)
+        acting = chosen.changes_files
+        if chosen is Action.move and plan.to is None:
             raise DedupError("--action move needs --to DIR")
         if fmt is ListFormat.json and not (yes and acting):
             render.write_json(plan.to_json())
@@ -720,7 +715,7 @@ def clean(
             if fmt is ListFormat.json:  # a script reads one document whatever the plan holds
                 render.write_json({"plan": plan.to_json(), "outcome": render.clean_outcome_json(Outcome())})
             return
-        if plan.action == CleanAction.trash.value and not trash_restorable():
+        if not chosen.undoable:
             render.warn("on this system dedupdb cannot put back what it sends to the trash: 'dedupdb undo' will "
                         "not restore these files; restore them from the system trash, or use --action move")
         if not yes:
@@ -731,7 +726,7 @@ def clean(
     if fmt is ListFormat.json:
         render.write_json({"plan": plan.to_json(), "outcome": render.clean_outcome_json(outcome)})
     else:
-        render.clean_outcome(outcome, plan.action, undoable=plan.action != "trash" or trash_restorable())
+        render.clean_outcome(outcome, plan.action, undoable=chosen.undoable)
     if outcome.failed or outcome.refused:
         raise typer.Exit(1)
 

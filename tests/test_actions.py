@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import dedupdb
+import dedupdb.actions as actions
 import dedupdb.cleanup as cleanup
 from dedupdb.fileops import NotIdentical, replace_with_link
 
@@ -144,7 +145,7 @@ def test_interrupted_undo_finishes_on_rerun(cli, lookalikes, tmp_path, monkeypat
     before = _hashes(lookalikes)
     cli("add", str(lookalikes))
     assert cli("clean", "--action", "move", "--to", str(tmp_path / "out"), "--yes").exit_code == 0
-    real_move = cleanup.safe_move
+    real_move = actions.safe_move
     calls = {"n": 0}
 
     def stop_on_third(source, destination):
@@ -153,9 +154,9 @@ def test_interrupted_undo_finishes_on_rerun(cli, lookalikes, tmp_path, monkeypat
             raise KeyboardInterrupt
         return real_move(source, destination)
 
-    monkeypatch.setattr(cleanup, "safe_move", stop_on_third)
+    monkeypatch.setattr(actions, "safe_move", stop_on_third)
     assert cli("undo").exit_code == 130
-    monkeypatch.setattr(cleanup, "safe_move", real_move)
+    monkeypatch.setattr(actions, "safe_move", real_move)
     result = cli("undo")
     assert result.exit_code == 0 and "cannot be restored" in result.stdout
     assert "0 cannot" in result.stdout

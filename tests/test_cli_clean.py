@@ -6,6 +6,7 @@ import os
 import pytest
 
 import dedupdb
+import dedupdb.actions as actions
 import dedupdb.cleanup as cleanup
 
 from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
@@ -106,7 +107,7 @@ def _db(cli):
 
 def test_interrupted_batch_is_consistent_and_undoable(cli, archive, tmp_path, monkeypatch):
     before = _snapshot(archive)
-    real_move = cleanup.safe_move
+    real_move = actions.safe_move
     calls = {"n": 0}
 
     def failing_move(source, destination):
@@ -115,7 +116,7 @@ def test_interrupted_batch_is_consistent_and_undoable(cli, archive, tmp_path, mo
             raise KeyboardInterrupt  # e.g. Ctrl-C between two files
         return real_move(source, destination)
 
-    monkeypatch.setattr(cleanup, "safe_move", failing_move)
+    monkeypatch.setattr(actions, "safe_move", failing_move)
     result = cli("clean", "--action", "move", "--to", str(tmp_path / "out"), "--yes")
     assert result.exit_code == 130
     journal = json.loads(cli("journal", "--format", "json").stdout)
@@ -127,7 +128,7 @@ def test_interrupted_batch_is_consistent_and_undoable(cli, archive, tmp_path, mo
         outside = str((archive / name).relative_to("/")) in out_files
         assert inside != outside or (inside and not outside)
     assert len(out_files) == 2
-    monkeypatch.setattr(cleanup, "safe_move", real_move)
+    monkeypatch.setattr(actions, "safe_move", real_move)
     result = cli("undo")
     assert result.exit_code == 0 and "2 restored" in result.stdout
     assert _snapshot(archive) == before
@@ -178,7 +179,7 @@ def test_undo_finds_trashed_files_the_journal_did_not_place(cli, archive, isolat
     from send2trash import send2trash
 
     with monkeypatch.context() as m:
-        m.setattr(cleanup, "trash", lambda path: send2trash(str(path)))  # trashes without saying where
+        m.setattr(actions, "trash", lambda path: send2trash(str(path)))  # trashes without saying where
         assert cli("clean", "--action", "trash", "--under", str(archive / "zh"), "--yes").exit_code == 0
     gone = [p for p in ("zh/a.txt", "zh/b.txt") if not (archive / p).exists()]
     assert len(gone) == 1
