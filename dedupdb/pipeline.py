@@ -299,6 +299,7 @@ class Ingest:
                     self.summary.bytes_read += result.bytes_read
                     if result.warning:
                         self.summary.warnings.append((path, result.warning))
+            read = self._not_stored_meanwhile(read)
             file_ids = self.store.save_files(
                 [
                     (str(i.candidate.path), i.candidate.size, i.candidate.mtime_ns, r.digest,
@@ -322,6 +323,29 @@ class Ingest:
             self.save_state(False)
         for item, _ in read:
             (self.summary.updated if item.existed else self.summary.added).append(str(item.candidate.path))
+
+    def _not_stored_meanwhile(self, read: list[tuple[_Pending, FileRead]]) -> list[tuple[_Pending, FileRead]]:
+        """The files of `read` still to be stored, seen under the write lock: what is new or changed was decided
+        from the store as it was when this add began, and another add of the same files may have stored them
+        since. A file stored meanwhile with the bytes read here is unchanged; one stored with other bytes is
+        replaced, its documents dropped first, as if this add had known it."""
+        stored = self.store.existing_keys([str(i.candidate.path) for i, _ in read if not i.existed])
+        out = []
+        for item, result in read:
+            path, c = str(item.candidate.path), item.candidate
+            if not item.existed and path not in stored:
+                out.append((item, result))
+                continue
+            row = self.store.file_by_path(path)
+            before = self._known.get(path)
+            if row is not None and before is not None and row == before:
+                out.append((item, result))  # as this add found it: nobody else wrote it
+            elif row is not None and row.status != "missing" and row.kind == "file" and row.digest == result.digest:
+                self.store.touch_file(row.id, c.size, c.mtime_ns)
+                self.summary.unchanged += 1
+            else:
+                out.append((replace(item, existed=True), result))
+        return out
 
     # --- record files --------------------------------------------------------------
 
@@ -368,6 +392,7 @@ class Ingest:
                 else:
                     hasher = xxhash.xxh3_128()
                 read = _RecordRead(self, path, candidate.mtime_ns, options, replace=live and start == (0, 0))
+                read.watched, read.found = True, known
                 read.digest_suffix = size_tag
                 read.run(stream, start, hasher, None if compressed else candidate.size)
         except OSError as exc:
@@ -426,6 +451,12 @@ class _RecordRead:
         self.replace = replace  # the records stored for this file so far are to be dropped first
         self.key_prefix = key_prefix or path
         self.digest_suffix = ""  # '@SIZE' for a compressed file: its compressed size, stored with the digest
+        # With watched, the file's row as this read found it or last wrote it (standard input is not watched: each
+        # add of it replaces what it held). Another add reading the same file moves the row on: this read then
+        # leaves the file to it (the records are the same), rather than store them twice or call them duplicates.
+        self.watched = False
+        self.found: FileRow | None = None
+        self.left = False
 
     def run(self, stream: BinaryIO, start: tuple[int, int], hasher, size: int | None) -> None:
         """Read from start on; the read is done once offset reaches size (None: once the records end, for a
@@ -449,6 +480,8 @@ class _RecordRead:
             if len(batch) >= self.ingest.batch_size():
                 self._flush(batch, offset, line, hasher.hexdigest() + self.digest_suffix, done=False)
                 batch = []
+                if self.left:
+                    return
         done = ended if size is None else offset >= size
         self._flush(batch, offset, line, hasher.hexdigest() + self.digest_suffix, done=done)
         summary.bytes_read += offset - start[0]
@@ -463,7 +496,12 @@ class _RecordRead:
 
     def _apply(self, batch, results, offset: int, line: int, digest: str, done: bool) -> None:
         store = self.ingest.store
+        if self.left:
+            return
         with store.transaction():
+            if self.watched and store.file_by_path(self.path) != self.found:
+                self.left = True
+                return
             ids = store.save_files(
                 [(self.path, offset, self.mtime_ns if done else 0, digest, "indexed", "records", line,
                   self.options.to_json())]
@@ -489,6 +527,8 @@ class _RecordRead:
             self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
             self.ingest.summary.records += len(documents)
             self.ingest.save_state(False)
+            if self.watched:
+                self.found = store.file_by_path(self.path)
 
 
 _COMPRESSED_DOCUMENT = (

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import select
+import shutil
 import signal
 import sqlite3
 import stat
@@ -345,6 +346,66 @@ def test_processes_creating_one_database_at_once_all_succeed(tmp_path):
             assert database.store.counts()["documents"] == 60
             assert database.store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
             assert migrate.schema_version(database.store.conn) == len(migrate.available())
+
+
+def _stored_state(db: Path) -> tuple:
+    """What a store holds, by keys and texts rather than row ids: documents, contents with their document counts
+    and SimHash, and pairs with their scores."""
+    with dedupdb.open(db, create=False) as database:
+        report = database.check()
+        assert report.sound, report
+        conn = database.store.conn
+        documents = sorted(conn.execute(
+            "SELECT d.key, d.record, d.bytes, c.hash FROM documents d JOIN contents c ON c.id = d.content_id"
+        ).fetchall())
+        contents = sorted(conn.execute("SELECT hash, documents, chars, shingles, simhash FROM contents").fetchall())
+        pairs = sorted((p.a, p.b, p.jaccard, p.hamming, p.exact) for p in database.pairs())
+    return documents, contents, pairs
+
+
+def test_two_adds_of_one_folder_at_once_store_what_one_add_does(tmp_path):
+    """Each add decides which files are new before it takes the write lock: the second to take it finds them
+    stored meanwhile and counts them unchanged, and leaves a record file the first is reading to it (without
+    calling its records duplicates), on a new database and on one holding other files alike."""
+    rng = random.Random(5)
+    vocabulary = [f"w{i}" for i in range(400)]
+    bases = [rng.choices(vocabulary, k=70) for _ in range(10)]
+    folder, other = tmp_path / "src", tmp_path / "other"
+    for i in range(30):
+        words = list(bases[i % 10])
+        words[rng.randrange(70)] = f"edit{i}"
+        write(folder / f"{i}.txt", " ".join(words))
+    write(folder / "records.jsonl", "".join(
+        json.dumps({"id": str(i), "text": " ".join(bases[i % 10][i:] + [f"record{i}"])}) + "\n" for i in range(20)
+    ))
+    for i in range(5):
+        write(other / f"{i}.txt", " ".join(bases[i]) + f" other {i}")
+    add = ("add", str(folder), "--records", "auto", "--workers", "0")
+    holding_other = tmp_path / "other.db"
+    assert _run("add", str(other), "--db", str(holding_other)).returncode == 0
+    expected = {}
+    for kind in ("new", "existing"):
+        db = tmp_path / f"reference-{kind}.db"
+        if kind == "existing":
+            shutil.copy(holding_other, db)
+        result = _run(*add, "--db", str(db))
+        assert result.returncode == 0, result.stderr
+        expected[kind] = _stored_state(db)
+        assert expected[kind][2]  # near-duplicate pairs to agree on
+    for round_ in range(20):
+        kind = ("new", "existing")[round_ % 2]
+        db = tmp_path / f"both{round_}.db"
+        if kind == "existing":
+            shutil.copy(holding_other, db)
+        processes = [
+            subprocess.Popen(_dedupdb(*add, "--db", str(db)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
+        results = [(p.wait(timeout=120), "".join(p.communicate())) for p in processes]
+        assert [code for code, _ in results] == [0, 0], (round_, kind, results)
+        assert not any("duplicate id" in output for _, output in results), (round_, kind, results)
+        assert _stored_state(db) == expected[kind], (round_, kind)
 
 
 def test_query_beside_the_first_add_never_breaks_it(tmp_path):
