@@ -18,7 +18,10 @@ DEFAULT_DB_NAME = "dedupdb.sqlite"
 # of the algorithm must be re-indexed rather than silently mixed.
 # 2: each digit of a number is a token of its own, and hashtags and mentions are recognised only at the start of a token.
 # 3: MinHash values are kept as their low 16 bits, and band keys hash those (migration 0007 converts a store of 2).
-ALGORITHM_VERSION = 3
+# 4: SimHash weighs words other than Chinese by a fixed table of word frequencies, not by an IDF learnt from the
+#    store, so that a text's SimHash no longer depends on what else was added or where an add's batches began
+#    (no migration can convert a store of 3: its texts must be read again, by reindex --from-sources).
+ALGORITHM_VERSION = 4
 
 
 # How candidate pairs are found (lsh.py): LSH bands chosen for the threshold, or Broder's super-shingles

@@ -25,7 +25,6 @@ from .fingerprint import query_runs
 from .minhash import sketch_jaccard
 from .normalize import normalize
 from .store import DocumentRow, Store
-from .weights import CorpusIdf
 
 if TYPE_CHECKING:  # the ingest and export machinery loads when first used: a query never needs it
     from .check import CheckReport
@@ -33,9 +32,8 @@ if TYPE_CHECKING:  # the ingest and export machinery loads when first used: a qu
     from .records import RecordOptions
     from .summary import AddSummary, Progress
 
-_IDF_BLOB = "corpus_idf"
+_IDF_BLOB = "corpus_idf"  # SimHash's word weights in stores of algorithm 3 (now a fixed table: weights.py)
 _REINDEX_PENDING = "reindex.pending"  # set while reindex --from-sources rebuilds the store
-_IDF_SAVE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -124,9 +122,7 @@ class Database:
         self.settings = settings
         self.banding = banding
         meta = store.read_meta()
-        self._idf = CorpusIdf(lambda: (store.read_blob(_IDF_BLOB), int(store.read_meta().get("idf.documents", "0"))))
-        self._idf_saved = time.monotonic()
-        self.fingerprinter = Fingerprinter(settings, self._idf)
+        self.fingerprinter = Fingerprinter(settings)
         self.indexer = Indexer(store, settings, banding, self.fingerprinter)
         # Signatures of another version of the algorithm cannot be mixed with new ones: such a store answers
         # what it holds (report, pairs, clean) but takes no new text until it is rebuilt from its sources.
@@ -234,24 +230,10 @@ class Database:
         from .pipeline import Ingest
         from .sources import WalkRules
 
-        ingest = Ingest(self.store, self.indexer, self._save_idf, workers, max_file_size, max_record_size)
+        ingest = Ingest(self.store, self.indexer, workers, max_file_size, max_record_size)
         targets = [Path(p) if str(p) == "-" else Path(p).expanduser() for p in paths]
         rules = WalkRules(tuple(include), tuple(only), follow_symlinks)
         return ingest.run(targets, rules, tuple(exclude), progress, records, stdin)
-
-    def _save_idf(self, force: bool) -> None:
-        if not self._idf.dirty or (not force and time.monotonic() - self._idf_saved < _IDF_SAVE_SECONDS):
-            return
-        def write() -> None:
-            self.store.write_blob(_IDF_BLOB, self._idf.to_bytes())
-            self.store.write_meta({"idf.documents": str(self._idf.documents)})
-        if self.store.conn.in_transaction:
-            write()
-        else:
-            with self.store.transaction():
-                write()
-        self._idf.dirty = False
-        self._idf_saved = time.monotonic()
 
     def reindex(self, threshold: float | None = None, progress: Progress | None = None) -> Candidates:
         """Rebuild bands, pairs and clusters from stored signatures, optionally for a new threshold (the preset
@@ -283,14 +265,13 @@ class Database:
         settings = replace(self.settings, algorithm=ALGORITHM_VERSION)
         with self.store.transaction():
             self.store.write_meta({**settings.to_meta(), _REINDEX_PENDING: "1"})
-            # Every file reads as changed, and the corpus IDF is learnt again from the texts as they come.
+            # Every file reads as changed; the corpus IDF of an older store weighs nothing any more.
             self.store.forget_signatures()
             self.store.delete_files([r.id for r in rows if r.path in set(gone)])
-            self.store.write_blob(_IDF_BLOB, CorpusIdf().to_bytes())
-            self.store.write_meta({"idf.documents": "0"})
+            self.store.conn.execute("DELETE FROM blobs WHERE name = ?", (_IDF_BLOB,))
+            self.store.conn.execute("DELETE FROM meta WHERE key = 'idf.documents'")
         self.settings = settings
-        self._idf = CorpusIdf()
-        self.fingerprinter = Fingerprinter(settings, self._idf)
+        self.fingerprinter = Fingerprinter(settings)
         self.indexer = Indexer(self.store, settings, self.banding, self.fingerprinter)
         self.outdated = False
         summary = self.add(present, progress=progress) if present else AddSummary()

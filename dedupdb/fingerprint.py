@@ -17,7 +17,7 @@ from .hashing import content_hash, distinct_first_counts, to_signed64
 from .minhash import MinHasher, bottom_k
 from .simhash import fingerprint as simhash_fingerprint, fingerprints as simhash_fingerprints
 from .tokens import Tokenizer, chinese_words
-from .weights import CorpusIdf, chinese_idf, word_buckets
+from .weights import chinese_idf, word_buckets, word_weights
 
 _WORD_SEED = 0x51A5
 
@@ -41,16 +41,17 @@ class Fingerprint:
 # Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.
 @dataclass(slots=True)
 class Sketch:
-    """All of a fingerprint that follows from the text alone, so any process can compute it; what depends on
-    the corpus (the IDF weights of SimHash for space-separated text) is finished where the store is."""
+    """All of a fingerprint, which follows from the text alone (SimHash's weights come from fixed tables,
+    weights.py): a worker computes it, and the store takes it as it is."""
 
     content_hash: bytes
     chars: int
     shingles: int
     minhash: NDArray[np.uint16]
     sketch: NDArray[np.uint32]
-    simhash: int | None                                          # set here for CJK text, which takes jieba's IDF
-    # Other text: its distinct word hashes, their counts and the corpus IDF's buckets they fall in (distinct).
+    simhash: int | None
+    # Text not mostly CJK: its distinct word hashes, their counts and the corpus IDF's buckets they fall in
+    # (distinct), which a scale-out job counts.
     words: tuple[NDArray[np.uint64], NDArray[np.int64], NDArray[np.uint32]] | None
     tokens: int
     fingerprints: NDArray[np.uint32] | None = None               # winnowed, for containment
@@ -75,7 +76,7 @@ def _unpickle_sketch(content_hash, chars, shingles, minhash, sketch, simhash, wo
 
 
 class Sketcher:
-    """The per-text part of fingerprinting: tokens, shingles, MinHash, bottom-k sketch, CJK SimHash."""
+    """Fingerprinting: tokens, shingles, MinHash, bottom-k sketch, SimHash."""
 
     # Batches at least this large take the compiled path (fastsketch.py: the same numbers, several times faster)
     # when numba is installed and loaded or earned (below); fewer texts (a query) take it only once earned.
@@ -106,14 +107,15 @@ class Sketcher:
                                       self.minhasher._a, self.minhasher._b)
         shingle_sets, signatures, word_counts, winnows, token_counts, mostly_cjk = parts
         signatures = _kept(signatures)
-        worded = [i for i in range(len(texts)) if token_counts[i] and not mostly_cjk[i]]  # IDF-weighted SimHash
+        worded = [i for i in range(len(texts)) if token_counts[i] and not mostly_cjk[i]]  # weighted by word_weights
         buckets = dict(zip(worded, word_buckets([word_counts[i][0] for i in worded])))
+        simhashes = self._word_simhashes([word_counts[i] for i in worded], worded)
         out = []
         for i, (text, shingles, signature) in enumerate(zip(texts, shingle_sets, signatures)):
             sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
             tokens = token_counts[i]
             words = (*word_counts[i], buckets[i]) if i in buckets else None
-            simhash = self._chinese_simhash(text, tokens) if mostly_cjk[i] else None
+            simhash = self._chinese_simhash(text, tokens) if mostly_cjk[i] else simhashes.get(i)
             out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens, winnows[i]))
         return out
 
@@ -139,6 +141,18 @@ class Sketcher:
         count = range(len(texts))
         tokens, cjk = [batch.count(i) for i in count], [batch.is_cjk(i) for i in count]
         return shingle_sets, signatures, word_counts, winnows, tokens, cjk
+
+    def _word_simhashes(self, counted: list[tuple[np.ndarray, np.ndarray]], positions: list[int]) -> dict[int, int]:
+        """SimHash of the texts (by position) whose distinct words (hashes, counts) are enough for one, all in one
+        pass; the word table is loaded only when some text has enough."""
+        weighted = [(p, words, counts) for p, (words, counts) in zip(positions, counted)
+                    if len(words) >= self.settings.simhash_min_features]
+        if not weighted:
+            return {}
+        features = np.concatenate([words for _, words, _ in weighted])
+        counts = np.concatenate([counts for _, _, counts in weighted])
+        values = simhash_fingerprints(features, counts * word_weights(features), [len(w) for _, w, _ in weighted])
+        return {p: value for (p, _, _), value in zip(weighted, values)}
 
     def _chinese_simhash(self, text: str, tokens: int) -> int | None:
         minimum = self.settings.simhash_min_features
@@ -202,39 +216,19 @@ def query_runs(settings: Settings, normalized_text: str) -> np.ndarray:
 
 
 class Fingerprinter:
-    def __init__(self, settings: Settings, idf: CorpusIdf) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.idf = idf
 
-    def batch(self, sketches: list[Sketch], learn: bool = True) -> list[Fingerprint]:
-        """Fingerprints from sketches (made here or in a worker); with learn, their words also feed the corpus
-        IDF first."""
-        if learn:
-            self.idf.observe([s.words[2] for s in sketches if s.words is not None])
-        simhashes = self._simhashes(sketches)
+    def batch(self, sketches: list[Sketch]) -> list[Fingerprint]:
+        """Fingerprints from sketches (made here or in a worker)."""
         return [
-            Fingerprint(s.content_hash, s.chars, s.shingles, s.minhash, s.sketch, simhash, s.fingerprints)
-            for s, simhash in zip(sketches, simhashes)
+            Fingerprint(s.content_hash, s.chars, s.shingles, s.minhash, s.sketch, s.simhash, s.fingerprints)
+            for s in sketches
         ]
 
-    def texts(self, texts: list[str], learn: bool = False) -> list[Fingerprint]:
+    def texts(self, texts: list[str]) -> list[Fingerprint]:
         """Fingerprints of normalized texts, sketched here."""
-        return self.batch(sketch_texts(self.settings, texts), learn)
+        return self.batch(sketch_texts(self.settings, texts))
 
     def one(self, text: str) -> Fingerprint:
         return self.texts([text])[0]
-
-    def _simhashes(self, sketches: list[Sketch]) -> list[int | None]:
-        """SimHash of each sketch: CJK ones carry theirs; other text is weighted by the corpus IDF here, all
-        texts of the batch in one pass."""
-        out: list[int | None] = [s.simhash if s.words is None else None for s in sketches]
-        weighted = [i for i, s in enumerate(sketches)
-                    if s.words is not None and len(s.words[0]) >= self.settings.simhash_min_features]
-        if weighted:
-            features = np.concatenate([sketches[i].words[0] for i in weighted])
-            counts = np.concatenate([sketches[i].words[1] for i in weighted])
-            lengths = [len(sketches[i].words[0]) for i in weighted]
-            values = simhash_fingerprints(features, counts * self.idf.idf(features), lengths)
-            for i, value in zip(weighted, values):
-                out[i] = value
-        return out

@@ -115,7 +115,6 @@ class Ingest:
         self,
         store: Store,
         indexer: Indexer,
-        save_state: Callable[[bool], None],
         workers: int | None = None,
         max_file_bytes: int | str | None = None,
         max_record_bytes: int | str | None = None,
@@ -127,7 +126,6 @@ class Ingest:
         self.max_record_bytes = None if max_record_bytes is None else parse_size(max_record_bytes, "max_record_size")
         self.store = store
         self.indexer = indexer
-        self.save_state = save_state
         self.summary = AddSummary()
         self._pending: list[_Pending] = []
         self._known: dict[str, FileRow] = {}  # what the store knew of these files before this run
@@ -235,7 +233,6 @@ class Ingest:
             for root in roots:
                 if root.is_dir():
                     self._notice_missing(root, seen)
-            self.save_state(True)
         self.summary.seconds = time.perf_counter() - started
         return self.summary
 
@@ -320,7 +317,6 @@ class Ingest:
             self.indexer.remove_documents(removals)
             sketches = _sketches_of([r.sketch for r in reads])
             self.summary.new_contents += self.indexer.add_documents(additions, sketches)
-            self.save_state(False)
         for item, _ in read:
             (self.summary.updated if item.existed else self.summary.added).append(str(item.candidate.path))
 
@@ -526,7 +522,6 @@ class _RecordRead:
             sketches = _sketches_of([sketch for _, sketch, _ in results])
             self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
             self.ingest.summary.records += len(documents)
-            self.ingest.save_state(False)
             if self.watched:
                 self.found = store.file_by_path(self.path)
 

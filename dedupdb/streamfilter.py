@@ -25,7 +25,6 @@ from .lsh import band_keys, optimal_banding
 from .minhash import sketch_jaccard
 from .normalize import normalize, normalize_lines
 from .records import BadRecord, Record, RecordOptions, read_records, sniff_encoding
-from .weights import CorpusIdf
 
 _BATCH = 8192
 _MASK64 = (1 << 64) - 1
@@ -66,7 +65,7 @@ class _NearIndex:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.fingerprinter = Fingerprinter(settings, CorpusIdf())
+        self.fingerprinter = Fingerprinter(settings)
         self.banding = optimal_banding(settings.threshold, settings.num_perm)
         self.buckets: list[dict[int, int]] = [{} for _ in range(self.banding.bands)]
         self.sketches: list[np.ndarray] = []

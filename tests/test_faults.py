@@ -128,3 +128,95 @@ def test_killed_add_clean_and_undo_lose_nothing(tmp_path):
         assert _hashes(root) == original, f"undo killed at {after:.2f}s, then rerun (seed {SEED})"
         _sound(reference, "after the rerun of undo")
     assert _numbers(reference) == expected  # everything is indexed again where it was
+
+
+# --- a resumed add stores what an uninterrupted one does ------------------------------------------------------------
+
+# `add` with batches of 100 documents, each committed at once: a kill can land between any two of them. What is
+# stored must not depend on where batches begin, so these runs answer for adds of any batch size.
+_SMALL_BATCHES = (
+    "import sys; import dedupdb.pipeline as p; p.INGEST_BATCH = 100; p.COMMIT_SECONDS = 0.0; "
+    "sys.argv[0] = 'dedupdb'; from dedupdb.cli import main; main()"
+)
+
+
+def _add_small_batches(folder: Path, db: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", _SMALL_BATCHES, "add", str(folder), "--records", "auto",
+                             "--workers", "1", "--db", str(db)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+
+
+def _long_texts(root: Path) -> None:
+    """Texts long enough for SimHash (60 distinct words and more), words drawn by a Zipf-like law so that their
+    weights differ, and edited copies of some: 300 files and a JSONL file of 1,500 records."""
+    rng = random.Random(11)
+    vocabulary = [f"w{i}" for i in range(4000)]
+    weights = [1 / (i + 1) for i in range(len(vocabulary))]
+    texts = []
+    for i in range(1800):
+        if i % 4 == 3:  # an edited copy of an earlier text: a near-duplicate pair
+            words = texts[rng.randrange(len(texts))].split()
+            for _ in range(rng.randrange(3, 25)):
+                words[rng.randrange(len(words))] = rng.choice(vocabulary)
+        else:
+            words = rng.choices(vocabulary, weights, k=rng.randrange(70, 140))
+        texts.append(" ".join(words))
+    for i, text in enumerate(texts[:300]):
+        path = root / "files" / f"{i % 7}" / f"doc{i}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    with (root / "records.jsonl").open("w") as f:
+        for i, text in enumerate(texts[300:]):
+            f.write(json.dumps({"id": str(i), "text": text}) + "\n")
+
+
+def _stored(db: Path) -> tuple:
+    """Everything a store decides, by keys and texts rather than row ids: documents, each text's SimHash, document
+    count and cluster (named by the text it is labelled after), and every pair with its Jaccard and distance."""
+    import dedupdb
+
+    with dedupdb.open(db, create=False) as database:
+        assert database.check().sound
+        conn = database.store.conn
+        documents = sorted(conn.execute(
+            "SELECT d.key, c.hash FROM documents d JOIN contents c ON c.id = d.content_id").fetchall())
+        contents = sorted(conn.execute(
+            "SELECT c.hash, c.simhash, c.documents, label.hash FROM contents c JOIN contents label ON label.id = c.cluster"
+        ).fetchall())
+        pairs = sorted((p.a, p.b, p.jaccard, p.hamming, p.exact) for p in database.pairs())
+    return documents, contents, pairs
+
+
+def test_killed_add_resumed_stores_what_an_uninterrupted_add_does(tmp_path):
+    from dedupdb import weights
+
+    rng = random.Random(SEED)
+    _long_texts(tmp_path / "corpus")
+    weights._word_table.__wrapped__()  # into this test's cache folder: the timed add below does not derive it
+    reference = tmp_path / "reference.db"
+    started = time.perf_counter()
+    process = _add_small_batches(tmp_path / "corpus", reference)
+    assert process.wait(timeout=300) == 0, process.stderr.read()
+    process.stderr.close()
+    full = time.perf_counter() - started
+    expected = _stored(reference)
+    assert sum(1 for _, simhash, _, _ in expected[1] if simhash is not None) > 1000
+    assert sum(1 for pair in expected[2] if pair[3] is not None and not pair[4]) > 100
+    for round_ in range(ROUNDS):
+        db = tmp_path / f"resumed{round_}.db"
+        after = rng.uniform(0.3, 0.9) * full
+        process = _add_small_batches(tmp_path / "corpus", db)
+        try:
+            process.wait(timeout=after)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+        process.stderr.close()
+        rerun = _add_small_batches(tmp_path / "corpus", db)
+        assert rerun.wait(timeout=300) == 0, rerun.stderr.read()
+        rerun.stderr.close()
+        documents, contents, pairs = _stored(db)
+        note = f"add killed at {after:.2f}s of {full:.2f}s (seed {SEED})"
+        assert documents == expected[0], note
+        assert contents == expected[1], note
+        assert pairs == expected[2], note

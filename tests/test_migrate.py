@@ -137,7 +137,9 @@ def test_schema_4_index_tables_become_runs_on_open(tmp_path, db_path, cli):
         assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before
 
 
-def test_schema_6_signatures_are_cut_to_16_bits_and_the_store_stays_current(tmp_path, db_path, cli):
+def test_schema_6_signatures_are_cut_to_16_bits_and_a_reindex_from_sources_makes_the_store_current(
+    tmp_path, db_path, cli
+):
     from .conftest import ENGLISH_EDITED, write
 
     rng = np.random.default_rng(1)
@@ -154,17 +156,27 @@ def test_schema_6_signatures_are_cut_to_16_bits_and_the_store_stays_current(tmp_
         wide = low.astype(np.uint32) | (rng.integers(0, 1 << 16, len(low)).astype(np.uint32) << 16)
         conn.execute("UPDATE contents SET minhash = ? WHERE id = ?", (wide.astype("<u4").tobytes(), cid))
     conn.execute("UPDATE meta SET value = '2' WHERE key = 'setting.algorithm'")
+    conn.execute("INSERT INTO blobs (name, data) VALUES ('corpus_idf', zeroblob(64))")  # SimHash's weights then
     conn.execute("PRAGMA user_version = 6")
     conn.close()
 
     assert cli("report", "--format", "json").exit_code == 0  # opening migrates and rebuilds the index
     assert cli("check").exit_code == 0
     with dedupdb.open(db_path) as db:
-        assert not db.outdated and db.settings.algorithm == dedupdb.config.ALGORITHM_VERSION
+        # Algorithm 3: its signatures are today's, but its SimHashes were weighed by the corpus IDF it learnt, which
+        # only reading its texts again can replace. It answers what it holds meanwhile.
+        assert db.outdated and db.settings.algorithm == 3 < dedupdb.config.ALGORITHM_VERSION
         assert dict(db.store.conn.execute("SELECT id, minhash FROM contents").fetchall()) == stored
         assert db.store.read_meta()["index.rebuild"] == "0"
         assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before
         assert db.store.index_rows() == rows
+    result = cli("query", ENGLISH_EDITED)
+    assert result.exit_code == 1 and "reindex --from-sources" in result.output
+    assert cli("reindex", "--from-sources").exit_code == 0
+    with dedupdb.open(db_path) as db:
+        assert not db.outdated and db.settings.algorithm == dedupdb.config.ALGORITHM_VERSION
+        assert db.store.read_blob("corpus_idf") is None
+        assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == before
         assert db.query(ENGLISH_EDITED)[0].path.endswith("b.txt")
 
 

@@ -318,30 +318,33 @@ def test_idf_counts_each_document_once_per_bucket():
     assert idf.df[5] == 1 + sum(5 in {int(w) % DF_BUCKETS for w in d} for d in documents[:-1])
 
 
-def test_corpus_idf_is_read_only_when_a_text_long_enough_for_simhash_needs_it(tmp_path, db_path):
+def test_word_table_is_loaded_only_when_a_text_long_enough_for_simhash_needs_it(tmp_path, db_path):
+    """SimHash weighs words by a fixed table (weights.py): a query too short for SimHash never loads it, and a
+    text's SimHash is the same whatever the store holds."""
     import dedupdb
-    from dedupdb.weights import DF_BUCKETS
 
     rng = np.random.default_rng(5)
     long_texts = [" ".join(f"w{int(i)}" for i in rng.integers(0, 400, 150)) for _ in range(4)]
     for i, text in enumerate(long_texts):
         (tmp_path / f"{i}.txt").write_text(text)
+    code = (
+        "import sys, dedupdb; from dedupdb import weights; db = dedupdb.open(sys.argv[1], create=False); "
+        "db.query('a short question of a few words'); assert weights._word_table.cache_info().currsize == 0; "
+        "hits = db.query(sys.argv[2]); assert weights._word_table.cache_info().currsize == 1; "
+        "print(hits[0].key, hits[0].hamming)"
+    )
     with dedupdb.open(db_path) as db:
         db.add([tmp_path / f"{i}.txt" for i in range(3)])
-        stored = db._idf.df.copy()
-        hits = db.query(long_texts[0] + " and a few words more")
-    assert stored.sum() > 0 and len(stored) == DF_BUCKETS
-    assert hits and hits[0].hamming is not None  # its SimHash weighs its words by the corpus IDF
+        alone = {cid: simhash for cid, simhash in db.store.conn.execute("SELECT id, simhash FROM contents")}
+    query = long_texts[0] + " and a few words more"
+    answer = subprocess.run([sys.executable, "-c", code, str(db_path), query], capture_output=True, text=True)
+    assert answer.returncode == 0, answer.stderr
+    key, hamming = answer.stdout.split()
+    assert key == str(tmp_path / "0.txt") and int(hamming) <= 3  # its SimHash weighs its words alike
     with dedupdb.open(db_path) as db:
-        db.query("a short question of a few words")
-        assert db._idf._df is None  # too short for SimHash: the frequencies were never read
-        again = db.query(long_texts[0] + " and a few words more")
-        assert [(h.key, h.jaccard, h.hamming) for h in again] == [(h.key, h.jaccard, h.hamming) for h in hits]
-        assert np.array_equal(db._idf.df, stored)
-        db.add([tmp_path / "3.txt"])  # learning goes on from what was stored
-        assert db._idf.df.sum() > stored.sum() and db._idf.documents == 4
-    with dedupdb.open(db_path) as db:
-        assert db._idf.df.sum() > stored.sum()
+        db.add([tmp_path / "3.txt"])
+        after = {cid: simhash for cid, simhash in db.store.conn.execute("SELECT id, simhash FROM contents")}
+    assert all(v is not None for v in alone.values()) and {c: after[c] for c in alone} == alone
 
 
 def test_chinese_idf_is_read_without_jieba_analyse():

@@ -13,8 +13,8 @@ The store is made with the job's settings and candidate scheme and filled as `ad
                 document ids, and with them the keep rules 'first' and 'last', follow the inputs as `add` would
     pairs       the distinct pairs of different texts of pairs/, renumbered (a < b)
     clusters    each content's cluster, the smallest content id of its connected component over those pairs
-    corpus IDF  idf.bin and the manifest's idf_documents, so SimHash weighs a query's words as the job weighed
-                the texts'
+
+(idf.bin, the job's corpus IDF, is not read: SimHash weighs words by fixed tables, weights.py.)
 
 Everything is read in batches of BATCH_ROWS rows, each batch stored in a transaction of its own: memory stays
 bounded by a few arrays over the contents and the pairs' two id columns. The store says `import.pending = 1` in
@@ -45,7 +45,7 @@ from ..hashing import distinct, distinct_counts, distinct_first_counts
 from ..lsh import scheme_from_meta, scheme_meta
 from ..records import RecordOptions
 from ..store import CONTENT_ID_BITS, ContentRow
-from .layout import DOCUMENTS, IDF, PAIRS, SIGNATURES, Manifest
+from .layout import DOCUMENTS, PAIRS, SIGNATURES, Manifest
 
 if TYPE_CHECKING:
     from ..database import Database
@@ -165,7 +165,6 @@ def import_job(db: "Database", out: Path, progress: Progress | None = None) -> I
         raise InputError(f"{out}: the manifest's candidate scheme is malformed ({exc})") from None
     parts = _Parts(out)
     parts.check_counts(manifest.counts)
-    idf = _read_idf(out)
     files = _file_rows(manifest)
     total = sum(parts.rows[name] for name in (SIGNATURES, DOCUMENTS, PAIRS))
     done = 0
@@ -176,8 +175,6 @@ def import_job(db: "Database", out: Path, progress: Progress | None = None) -> I
         if progress:
             progress(done, total)
 
-    from ..database import _IDF_BLOB
-
     store = db.store
     with store.transaction():
         _require_empty(db)
@@ -185,8 +182,6 @@ def import_job(db: "Database", out: Path, progress: Progress | None = None) -> I
         # chooses for these settings, unless the job's dedupdb chose otherwise).
         store.write_meta({**scheme_meta(scheme), PENDING: "1", SOURCE: str(out.resolve())})
         ids = store.save_files([row for row, _ in files])
-        store.write_blob(_IDF_BLOB, idf)
-        store.write_meta({"idf.documents": str(manifest.idf_documents)})
     if scheme_meta(scheme) != scheme_meta(db.banding):
         from ..index import Indexer
 
@@ -199,8 +194,6 @@ def import_job(db: "Database", out: Path, progress: Progress | None = None) -> I
     except DedupError as exc:  # malformed rows met on the way, a full disk: said with what it leaves behind
         exc.args = (f"{exc}; {db.path} holds a partial import: delete it before importing again",)
         raise
-    finally:
-        _forget_loaded_idf(db)
     with store.transaction():
         store.write_meta({PENDING: "0"})
     return ImportSummary(documents, contents, pairs, clusters, time.perf_counter() - started)
@@ -252,26 +245,6 @@ def _file_rows(manifest: Manifest) -> list[tuple[tuple, int]]:
         )
         out.append(((uri, size, mtime, digest, "indexed", "records", records, options), mtime))
     return out
-
-
-def _read_idf(out: Path) -> bytes:
-    from ..weights import DF_BUCKETS
-
-    try:
-        data = (out / IDF).read_bytes()
-    except OSError as exc:
-        raise InputError(f"{out / IDF}: cannot be read ({exc.strerror or exc})") from None
-    if len(data) != 4 * DF_BUCKETS:
-        raise InputError(f"{out / IDF}: {len(data)} bytes, not the {4 * DF_BUCKETS} of a corpus IDF")
-    return data
-
-
-def _forget_loaded_idf(db: "Database") -> None:
-    """The database reads the IDF just stored when it next needs it (not a table it may have loaded before)."""
-    from ..weights import CorpusIdf
-
-    db._idf = CorpusIdf(db._idf._load)
-    db.fingerprinter.idf = db._idf
 
 
 class _ContentMap:

@@ -5,8 +5,9 @@ memory).
     read      shards -> records (one task a shard, the engine's parsers)
     sketch    records -> documents and sketches (sketch_records, as `add`'s workers run it)
     texts     sketches shuffled by text -> one sketch per distinct text
-    idf       word buckets shuffled by bucket -> the corpus document frequencies (summed on the driver, 4 MiB)
-    sign      sketches -> signatures (SimHash weighted by that IDF)
+    idf       word buckets shuffled by bucket -> the corpus document frequencies (summed on the driver, 4 MiB;
+              written as idf.bin, which SimHash no longer reads: its weights are fixed tables, weights.py)
+    sign      sketches -> signatures (each SimHash as the sketching stage computed it)
     candidates  index rows shuffled by key -> the pairs sharing a key, shuffled by pair -> distinct pairs
     verify    pairs and sketches shuffled by a, then by b -> pairs judged by the store's rule
     components  verified pairs -> connected components (components.py)
@@ -92,7 +93,7 @@ class Job:
         sketched = None
         df, worded = self._idf(texts)
         signatures = self._stage("sign", lambda: texts.map_batches(
-            stages.signatures, fn_kwargs={"settings": self.settings, "df": df, "documents": worded},
+            stages.signatures, fn_kwargs={"settings": self.settings},
             batch_size=SKETCH_BATCH, batch_format="pyarrow"))
         texts_count = texts.count()
         texts = None

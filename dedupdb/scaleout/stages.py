@@ -182,16 +182,11 @@ SIGNATURE_SCHEMA = pa.schema([
 ])
 
 
-@lru_cache(maxsize=4)
-def _fingerprinter(settings: Settings, df: bytes, documents: int) -> Fingerprinter:
-    return Fingerprinter(settings, CorpusIdf(lambda: (df, documents)))
-
-
-def signatures(table: pa.Table, settings: Settings, df: bytes, documents: int) -> pa.Table:
-    """Signatures (SIGNATURE_SCHEMA) of a table of distinct sketches: SimHash of space-separated text weighted by
-    the corpus document frequencies df (counting `documents` texts), as a store weights it by those it holds."""
+def signatures(table: pa.Table, settings: Settings) -> pa.Table:
+    """Signatures (SIGNATURE_SCHEMA) of a table of distinct sketches, as a store keeps them (each SimHash as its
+    sketch carries it: weighted by fixed tables, weights.py)."""
     sketches = [_sketch_of(row) for row in table.to_pylist()]
-    fingerprints = _fingerprinter(settings, df, documents).batch(sketches, learn=False)
+    fingerprints = Fingerprinter(settings).batch(sketches)
     return pa.table({
         "content": table.column("content"), "hash": table.column("hash"), "chars": table.column("chars"),
         "shingles": table.column("shingles"), "minhash": table.column("minhash"), "sketch": table.column("sketch"),
