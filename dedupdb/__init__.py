@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import DatabaseError, DedupError, InputError, ReadError, SettingsError
+from .errors import DatabaseError, DedupError, InputError, OptionError, ReadError, SettingsError
 
 if TYPE_CHECKING:
     from .config import Settings, default_db_path
@@ -66,6 +66,7 @@ __all__ = [
     "DedupError",
     "InputError",
     "Member",
+    "OptionError",
     "Pair",
     "QueryHit",
     "ReadError",

@@ -12,15 +12,15 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from .errors import InputError
+from .errors import OptionError
 
 
 def optimal_size(capacity: int, error_rate: float) -> tuple[int, int]:
     """(bits m, hash functions k) for capacity items at the given false-positive rate."""
     if capacity < 1:
-        raise InputError("capacity must be at least 1")
+        raise OptionError("capacity must be at least 1")
     if not 0.0 < error_rate < 1.0:
-        raise InputError("error rate must be between 0 and 1")
+        raise OptionError("error rate must be between 0 and 1")
     bits = math.ceil(-capacity * math.log(error_rate) / math.log(2) ** 2)
     hashes = max(1, round(bits / capacity * math.log(2)))
     return bits, hashes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import io
 import os
 import signal
 import sqlite3
@@ -120,8 +121,9 @@ def _stopped(signum: int) -> None:
 
 
 def friendly(command):
-    """Turn library errors into a one-line message and exit status 1; Ctrl-C, SIGTERM and SIGHUP into one
-    line and exit status 128 + the signal's number; a reader of the output going away into a quiet exit 0."""
+    """Turn library errors into a one-line message and exit status 1 (2 for a bad option value); Ctrl-C, SIGTERM
+    and SIGHUP into one line and exit status 128 + the signal's number; a reader of the output going away into a
+    quiet exit 0."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -132,7 +134,7 @@ def friendly(command):
                 _stopped(_stop_signal)
             # soft_wrap: one line however narrow the terminal, so that scripts can read it as one
             render.err_console.print(f"Error: {exc}", highlight=False, markup=False, soft_wrap=True)
-            raise typer.Exit(1) from None
+            raise typer.Exit(2 if isinstance(exc, OptionError) else 1) from None
         except KeyboardInterrupt as exc:
             _stopped(exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT))
         except BrokenPipeError:
@@ -289,6 +291,9 @@ def add(
         from .records import RecordOptions
 
         options = RecordOptions(chosen, text_field, id_field)
+    from .pipeline import add_targets
+
+    add_targets(paths, options)  # a path that is not there fails before a first add makes its database
     with _open(db, create=True, threshold=threshold) as database:
         with render.progress_bar("Indexing", in_bytes=True) as progress:
             summary = database.add(
@@ -689,7 +694,6 @@ def clean(
     A file is acted on only for its own likeness to the kept file (an exact copy, or at least the threshold
     similar), and only while it still holds the bytes the plan saw."""
     from .cleanup import Outcome, Plan, carry_out, make_plan
-    from .trash import restorable as trash_restorable
 
     with _open(db) as database:
         if plan_file is not None:
@@ -924,10 +928,35 @@ def _console_broken_pipe(console) -> None:
         pass
 
 
+class _ClosedOutput(io.TextIOBase):
+    """Standard output of a process started with it closed ('dedupdb report >&-'): Python leaves sys.stdout None
+    then, and rich drops what it prints. Writing fails instead, which main reports in one line."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
+def _check_stdout() -> None:
+    if sys.stdout is not None:
+        return
+    sys.stdout = _ClosedOutput()
+    try:  # the null device on descriptor 1, so that no file this process opens lands where output would go
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        if devnull != 1:
+            os.dup2(devnull, 1)
+            os.close(devnull)
+    except OSError:
+        pass
+
+
 def main() -> None:
     import rich.console
 
     _handle_stop_signals()
+    _check_stdout()
     # Every console of the process, ours and those typer makes for help and usage errors.
     rich.console.Console.on_broken_pipe = _console_broken_pipe
     try:

@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from .errors import InputError, SettingsError
+from .errors import OptionError, SettingValueError
 
 APP_NAME = "dedupdb"
 DB_ENV_VAR = "DEDUPDB_DB"
@@ -71,19 +71,19 @@ class Settings:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
-            raise SettingsError(f"threshold must be in (0, 1], got {self.threshold}")
+            raise SettingValueError(f"threshold must be in (0, 1], got {self.threshold}")
         if not 16 <= self.num_perm <= 1024:
-            raise SettingsError(f"permutations must be between 16 and 1024, got {self.num_perm}")
+            raise SettingValueError(f"permutations must be between 16 and 1024, got {self.num_perm}")
         if not 1 <= self.word_ngram <= 10 or not 1 <= self.cjk_ngram <= 10:
-            raise SettingsError("shingle sizes must be between 1 and 10")
+            raise SettingValueError("shingle sizes must be between 1 and 10")
         if not 0 <= self.simhash_distance <= 15:
-            raise SettingsError(f"SimHash distance must be between 0 and 15, got {self.simhash_distance}")
+            raise SettingValueError(f"SimHash distance must be between 0 and 15, got {self.simhash_distance}")
         if not 1 <= self.containment_ngram <= 10 or not 1 <= self.winnow_window <= 64:
-            raise SettingsError("containment n-grams must be 1 to 10 tokens and winnowing windows 1 to 64 of them")
+            raise SettingValueError("containment n-grams must be 1 to 10 tokens and winnowing windows 1 to 64 of them")
         if self.preset not in PRESETS:
-            raise SettingsError(f"preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
+            raise SettingValueError(f"preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
         if self.preset == PRESET_SUPER_SHINGLES and self.num_perm < SUPER_SHINGLE_VALUES:
-            raise SettingsError(f"super-shingles need at least {SUPER_SHINGLE_VALUES} permutations, got {self.num_perm}")
+            raise SettingValueError(f"super-shingles need at least {SUPER_SHINGLE_VALUES} permutations, got {self.num_perm}")
 
     def to_meta(self) -> dict[str, str]:
         return {f"setting.{k}": str(v) for k, v in asdict(self).items()}
@@ -136,16 +136,16 @@ _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 def parse_size(value: str | int, name: str = "size") -> int:
     """Bytes from a count ('1500') or a number with a binary suffix ('200K', '64M', '1.5G', '64MiB')."""
     if isinstance(value, bool):
-        raise InputError(f"{name}: {value!r} is not a size")
+        raise OptionError(f"{name}: {value!r} is not a size")
     if isinstance(value, int):
         size = value
     else:
         match = _SIZE.fullmatch(str(value))
         if not match:
-            raise InputError(f"{name}: {value!r} is not a size; give bytes or a number with K, M or G (200K, 64M, 1G)")
+            raise OptionError(f"{name}: {value!r} is not a size; give bytes or a number with K, M or G (200K, 64M, 1G)")
         size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
     if size < 1:
-        raise InputError(f"{name}: the size must be at least 1 byte, got {value!r}")
+        raise OptionError(f"{name}: the size must be at least 1 byte, got {value!r}")
     return size
 
 

@@ -151,6 +151,7 @@ class Database:
         unknown = set(requested) - {f.name for f in fields(Settings)}
         if unknown:
             raise InputError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        Settings(**requested)  # a value out of its range is refused before a new database file is made
         store = Store.open(Path(path) if path else default_db_path(), create=create, readonly=readonly)
         try:
             meta = store.read_meta()
@@ -227,11 +228,11 @@ class Database:
         if not paths:
             raise InputError("nothing to add: give at least one file or folder")
         self._require_current()
-        from .pipeline import Ingest
+        from .pipeline import Ingest, add_targets
         from .sources import WalkRules
 
+        targets = add_targets(paths, records)
         ingest = Ingest(self.store, self.indexer, workers, max_file_size, max_record_size)
-        targets = [Path(p) if str(p) == "-" else Path(p).expanduser() for p in paths]
         rules = WalkRules(tuple(include), tuple(only), follow_symlinks)
         return ingest.run(targets, rules, tuple(exclude), progress, records, stdin)
 

@@ -1,4 +1,5 @@
-"""One exception family: the CLI turns any DedupError into a one-line message and exit status 1."""
+"""One exception family: the CLI turns any DedupError into a one-line message and exit status 1 (2 for an
+OptionError, a usage error)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,14 @@ class SettingsError(DedupError):
 
 class InputError(DedupError):
     """A path, text or option given by the user cannot be used."""
+
+
+class OptionError(InputError):
+    """A value given for an option or setting is malformed or out of its range: a usage error (exit status 2)."""
+
+
+class SettingValueError(SettingsError, OptionError):
+    """A setting's value is out of its range (a threshold of 1.5), caught as either kind."""
 
 
 class ReadError(DedupError):

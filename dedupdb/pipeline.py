@@ -38,6 +38,23 @@ from .store import FileRow, Store
 from .summary import STDIN_NAME, AddSummary, Progress
 
 STDIN = "-"
+
+
+def add_targets(paths: list[str | Path], records: RecordOptions | None) -> list[Path]:
+    """The paths an add reads ('-': standard input), each checked before anything is read or stored: an add that
+    fails on its arguments fails before the command line makes a new database for it."""
+    targets = []
+    for given in paths:
+        if str(given) == STDIN:
+            if records is None or records.format == "auto":
+                raise InputError("reading standard input needs its record format: --records jsonl|csv|lines")
+            targets.append(Path(STDIN))
+            continue
+        path = Path(given).expanduser()
+        if not path.exists():
+            raise InputError(f"no such file or folder: {readable_name(path)}")
+        targets.append(path)
+    return targets
 # An add of at least this many bytes starts its workers at once; a smaller one sketches its first batch here and
 # starts them only if there is a second (a few files are done before workers would have started).
 POOL_AT_ONCE_BYTES = 8 * 1024 * 1024
@@ -175,13 +192,9 @@ class Ingest:
     ) -> AddSummary:
         started = time.perf_counter()
         roots = []
-        for path in paths:
+        for path in add_targets(paths, records):
             if str(path) == STDIN:
-                if records is None or records.format == "auto":
-                    raise InputError("reading standard input needs its record format: --records jsonl|csv|lines")
                 continue
-            if not path.exists():
-                raise InputError(f"no such file or folder: {readable_name(path)}")
             resolved = path.resolve()
             if readable_name(resolved) != str(resolved):
                 # Its bytes reach Python as surrogates, which the store cannot hold: this one fails, the rest go on.

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import asdict, fields
-from datetime import datetime
+from datetime import datetime, timezone
 from os.path import commonprefix
 from typing import TYPE_CHECKING, TextIO
 
@@ -113,6 +114,17 @@ def human_bytes(n: int) -> str:
 
 def _when(mtime_ns: int) -> str:
     return datetime.fromtimestamp(mtime_ns / 1e9).strftime("%Y-%m-%d %H:%M")
+
+
+def utc_time(seconds: float) -> str:
+    """A time for programs: ISO 8601 in UTC with its Z, as the SQL views (migrations/0006_views.sql) write it:
+    SQLite's strftime takes the nearest millisecond, then cuts it to whole seconds."""
+    whole = math.floor(seconds * 1000 + 0.5) // 1000
+    return datetime.fromtimestamp(whole, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _local_time(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds).isoformat(timespec="seconds")
 
 
 def write_json(data, out: TextIO | None = None) -> None:
@@ -254,7 +266,7 @@ def cluster_json(cluster: Cluster) -> dict:
                 "path": m.path,
                 "record": m.record,
                 "bytes": m.bytes,
-                "mtime": datetime.fromtimestamp(m.mtime_ns / 1e9).isoformat(timespec="seconds"),
+                "mtime": utc_time(m.mtime_ns / 1e9),
                 "similarity": m.similarity,
                 "exact": m.exact,
                 "keep": i == 0,
@@ -345,7 +357,7 @@ def report_csv(clusters: list[Cluster], out: TextIO | None = None) -> None:
     )
     for cluster in clusters:
         for i, m in enumerate(cluster.members):
-            when = datetime.fromtimestamp(m.mtime_ns / 1e9).isoformat(timespec="seconds")
+            when = utc_time(m.mtime_ns / 1e9)
             writer.writerow([cluster.id, cluster.group, cluster.kind, int(i == 0), m.key, m.path, m.bytes, when,
                              m.similarity, int(m.exact), m.linked_to or ""])
 
@@ -619,10 +631,10 @@ def journal_json(batches) -> list[dict]:
     return [
         {
             "batch": b[0],
-            "created": datetime.fromtimestamp(b[1]).isoformat(timespec="seconds"),
+            "created": utc_time(b[1]),
             "action": b[2],
             "target": b[3],
-            "undone": None if b[4] is None else datetime.fromtimestamp(b[4]).isoformat(timespec="seconds"),
+            "undone": None if b[4] is None else utc_time(b[4]),
             "entries": b[5],
         }
         for b in batches
@@ -634,10 +646,10 @@ def journal_table(batches) -> None:
         console.print("The journal is empty.")
         return
     table = Table("batch", "created", "action", "target", "entries", "undone", highlight=False)
-    for item in journal_json(batches):
+    for b, item in zip(batches, journal_json(batches)):  # people read the local time
         entries = ", ".join(f"{k} {v}" for k, v in sorted(item["entries"].items()))
-        table.add_row(str(item["batch"]), item["created"], item["action"], Text(item["target"] or ""), entries,
-                      item["undone"] or "")
+        table.add_row(str(item["batch"]), _local_time(b[1]), item["action"], Text(item["target"] or ""), entries,
+                      "" if b[4] is None else _local_time(b[4]))
     console.print(table)
 
 

@@ -61,7 +61,8 @@ class WalkRules:
     """Which files a walk through folders takes. By default: files of a text type by suffix, and files of another
     type or none whose first bytes read as text. `include` globs add files whatever their type; `only` globs
     replace the default choice (only files matching one are taken). With follow_symlinks, links to files and
-    folders are followed, each link by its own path; a link back to a folder above it (a loop) is skipped."""
+    folders are followed, each link by its own path; a link back to a folder above it or above the root (a loop)
+    is skipped."""
 
     include: tuple[str, ...] = ()
     only: tuple[str, ...] = ()
@@ -112,6 +113,12 @@ def _identity(path: str | Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def _ancestors(root: Path) -> set[tuple[int, int]]:
+    """The identities of the folders above root: by the path given, and by its real path (root may be a link)."""
+    folders = {*Path(os.path.abspath(root)).parents, *Path(os.path.realpath(root)).parents}
+    return {identity for identity in map(_identity, folders) if identity is not None}
+
+
 def walk(root: Path, rules: WalkRules = WalkRules(), exclude: tuple[str, ...] = ()) -> Iterator[Candidate | Skipped]:
     """Every file under root (or root itself) that may be text, and every one passed over with its reason."""
     if root.is_file():
@@ -119,8 +126,10 @@ def walk(root: Path, rules: WalkRules = WalkRules(), exclude: tuple[str, ...] = 
         return
     follow = rules.follow_symlinks
     # Followed links can lead back up: each folder's own identity and those of the folders above it, by the path
-    # os.walk gives it (a link's path, for a followed link).
-    above: dict[str, frozenset] = {os.fspath(root): frozenset({_identity(root)})}
+    # os.walk gives it (a link's path, for a followed link). The folders above the root count too: a link to one
+    # of them would walk folders outside the root (and the root again, through it).
+    top = {_identity(root), *(_ancestors(root) if follow else ())}
+    above: dict[str, frozenset] = {os.fspath(root): frozenset(top)}
     unreadable: list[OSError] = []
     for directory, subdirs, files in os.walk(root, onerror=unreadable.append, followlinks=follow):
         while unreadable:

@@ -481,11 +481,9 @@ class Store:
         try:
             yield
         except BaseException:
-            if self.conn.in_transaction:  # SQLite rolls back by itself after some errors (a full disk, ...)
-                self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
-        else:
-            self.conn.execute("COMMIT")
+        self._commit()
 
     @contextmanager
     def grouped_commits(self, seconds: float) -> Iterator[None]:
@@ -501,11 +499,7 @@ class Store:
         finally:
             self._group_seconds = None
             if self.conn.in_transaction:
-                try:
-                    self.conn.execute("COMMIT")
-                except sqlite3.Error:
-                    self.conn.execute("ROLLBACK")
-                    raise
+                self._commit()
 
     @contextmanager
     def _grouped_transaction(self) -> Iterator[None]:
@@ -515,11 +509,28 @@ class Store:
         try:
             yield
         except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
         if time.monotonic() - self._group_started >= self._group_seconds:
+            self._commit()
+
+    def _commit(self) -> None:
+        try:
             self.conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        """Undo the open transaction while an error propagates, never hiding that error: after some (a full
+        disk when COMMIT writes the WAL, ...) SQLite has rolled back already, and a failing ROLLBACK would
+        replace the cause with 'cannot rollback - no transaction is active'."""
+        if not self._raw.in_transaction:
+            return
+        try:
+            self._raw.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the error being raised says more; closing the connection ends the transaction anyway
 
     def _begin(self) -> None:
         if self.readonly:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 
 import pytest
 
@@ -80,3 +81,110 @@ def test_module_entry_point(tmp_path):
 
     result = subprocess.run([sys.executable, "-m", "dedupdb", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "query" in result.stdout
+
+
+# --- a first add that fails leaves nothing; bad option values are usage errors --------------------------------
+
+
+def _one_line(result, status: int, text: str) -> None:
+    assert result.exit_code == status, result.output
+    assert "Traceback" not in result.output
+    assert text in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+@pytest.mark.parametrize(
+    "args, status, text",
+    [
+        (["{missing}"], 1, "no such file or folder"),
+        (["{file}", "-"], 1, "needs its record format"),
+        (["{file}", "--threshold", "1.5"], 2, "threshold must be in (0, 1], got 1.5"),
+        (["{file}", "--max-file-size", "0"], 2, "--max-file-size: the size must be at least 1 byte"),
+        (["{file}", "--max-record-size", "lots"], 2, "--max-record-size: 'lots' is not a size"),
+    ],
+    ids=["missing-path", "stdin-without-format", "threshold", "file-size", "record-size"],
+)
+def test_a_failed_first_add_leaves_no_database(runner, tmp_path, args, status, text):
+    (tmp_path / "a.txt").write_text("some words to index here")
+    db = tmp_path / "new" / "notes.db"
+    given = [a.format(missing=tmp_path / "nope", file=tmp_path / "a.txt") for a in args]
+    _one_line(runner.invoke(app, ["add", *given, "--db", str(db)]), status, text)
+    assert not (tmp_path / "new").exists()
+
+
+def test_init_with_a_bad_setting_is_a_usage_error_and_leaves_nothing(runner, tmp_path):
+    db = tmp_path / "new" / "notes.db"
+    _one_line(runner.invoke(app, ["init", "--permutations", "3", "--db", str(db)]), 2, "permutations must be between")
+    assert not (tmp_path / "new").exists()
+
+
+def test_bad_option_values_on_an_existing_database_are_usage_errors(cli, tmp_path):
+    (tmp_path / "a.txt").write_text("some words to index here")
+    assert cli("add", str(tmp_path / "a.txt")).exit_code == 0
+    _one_line(cli("add", str(tmp_path / "a.txt"), "--threshold", "1.5"), 2, "threshold must be in (0, 1]")
+    _one_line(cli("reindex", "--threshold", "0"), 2, "threshold must be in (0, 1]")
+    # A value in range that differs from the database's own is no usage error: the database says why not.
+    _one_line(cli("add", str(tmp_path / "a.txt"), "--threshold", "0.7"), 1, "created with threshold=0.5")
+
+
+def test_bad_filter_values_are_usage_errors(runner):
+    _one_line(runner.invoke(app, ["filter", "--capacity", "0"], input=""), 2, "capacity must be at least 1")
+    _one_line(runner.invoke(app, ["filter", "--error-rate", "2"], input=""), 2, "error rate must be between 0 and 1")
+
+
+def test_a_bad_setting_in_the_library_makes_no_file(tmp_path):
+    import dedupdb
+    from dedupdb import OptionError, SettingsError
+
+    db = tmp_path / "new" / "notes.db"
+    with pytest.raises(SettingsError, match="threshold must be in") as caught:
+        dedupdb.open(db, threshold=1.5)
+    assert isinstance(caught.value, OptionError)
+    assert not (tmp_path / "new").exists()
+
+
+# --- standard output closed ('>&-') ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def listed_db(tmp_path_factory):
+    import dedupdb
+
+    from .conftest import ENGLISH, ENGLISH_EDITED
+
+    root = tmp_path_factory.mktemp("closed")
+    (root / "a.txt").write_text(ENGLISH)
+    (root / "b.txt").write_text(ENGLISH)
+    (root / "c.txt").write_text(ENGLISH_EDITED)
+    with dedupdb.open(root / "notes.db") as db:
+        db.add([root], workers=0)
+    return root / "notes.db"
+
+
+def _closed_stdout(*args: str):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "dedupdb", *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, timeout=120, preexec_fn=lambda: os.close(1))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="closes a file descriptor before the command starts")
+@pytest.mark.parametrize(
+    "args",
+    [["report"], ["report", "--format", "json"], ["report", "--format", "csv"], ["pairs"], ["query", "quarterly report"],
+     ["export"], ["journal"], ["journal", "--format", "json"], ["stats"]],
+    ids=lambda a: "-".join(a[:1] + a[2:]),
+)
+def test_closed_standard_output_is_one_line_and_a_failure(listed_db, args):
+    result = _closed_stdout(*args, "--db", str(listed_db))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip() == "Error: standard output is closed"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="closes a file descriptor before the command starts")
+def test_closed_standard_output_does_not_stop_a_command_that_writes_a_file(listed_db, tmp_path):
+    result = _closed_stdout("export", "--output", str(tmp_path / "out.jsonl"), "--db", str(listed_db))
+    assert result.returncode == 0, result.stderr
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 3

@@ -272,3 +272,64 @@ def test_diff_header_counts_changes_in_good_english(cli, tmp_path):
     result = cli("diff", str(a), str(b))
     assert result.exit_code == 0, result.output
     assert "· 1 change" in result.output and "1 changes" not in result.output
+
+
+# --- times for programs: UTC with its zone ---------------------------------------------------------------------
+
+MTIME_NS = 1_700_000_000 * 10**9 + 123_456_789  # 2023-11-14T22:13:20Z and a fraction
+
+
+@pytest.fixture
+def far_east(monkeypatch):
+    """The local time of Shanghai (UTC+8): a time written without its zone would be eight hours off."""
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Shanghai")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def _view(db_path, sql: str) -> list[tuple]:
+    import sqlite3
+
+    conn = sqlite3.connect(db_path)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def test_report_times_are_utc_with_their_zone_as_in_the_views(cli, db_path, tmp_path, far_east):
+    import os
+
+    # The last within half a millisecond of the next second, which SQLite's strftime rounds up to.
+    times = {"a.txt": MTIME_NS, "b.txt": MTIME_NS + 10**9, "c.txt": MTIME_NS - 123_456_789 + 999_600_000}
+    for name, ns in times.items():
+        os.utime(write(tmp_path / "docs" / name, ENGLISH), ns=(ns, ns))
+    assert cli("add", str(tmp_path / "docs")).exit_code == 0
+    members = json.loads(cli("report", "--format", "json").stdout)[0]["members"]
+    by_name = {os.path.basename(m["path"]): m["mtime"] for m in members}
+    assert by_name == {"a.txt": "2023-11-14T22:13:20Z", "b.txt": "2023-11-14T22:13:21Z", "c.txt": "2023-11-14T22:13:21Z"}
+    view = dict(_view(db_path, "SELECT path, modified FROM documents_readable"))
+    assert {m["path"]: m["mtime"] for m in members} == view
+    rows = cli("report", "--format", "csv").stdout.splitlines()
+    assert rows[0].split(",")[7] == "mtime"
+    assert {r.split(",")[5]: r.split(",")[7] for r in rows[1:]} == view
+
+
+def test_journal_times_are_utc_with_their_zone_and_the_table_local(cli, db_path, tmp_path, far_east):
+    from datetime import datetime, timezone
+
+    write(tmp_path / "docs" / "a.txt", ENGLISH)
+    write(tmp_path / "docs" / "copy" / "a.txt", ENGLISH)
+    assert cli("add", str(tmp_path / "docs")).exit_code == 0
+    assert cli("clean", "--action", "move", "--to", str(tmp_path / "away"), "--yes").exit_code == 0
+    assert cli("undo").exit_code == 0
+    batch = json.loads(cli("journal", "--format", "json").stdout)[0]
+    view = _view(db_path, "SELECT created, undone FROM journal_readable")[0]
+    assert (batch["created"], batch["undone"]) == view
+    assert batch["created"].endswith("Z") and batch["undone"].endswith("Z")
+    created = datetime.strptime(batch["created"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert render._local_time(created.timestamp()) in cli("journal").stdout  # people read their own time

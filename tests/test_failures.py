@@ -4,7 +4,12 @@ nothing stored before is lost."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +17,7 @@ import pytest
 import dedupdb
 import dedupdb.store as store_module
 from dedupdb import DatabaseError
+from dedupdb.cli import app
 
 from .conftest import ENGLISH
 from .test_check import damage_middle, damage_roots, make_corpus
@@ -172,6 +178,104 @@ def test_full_disk_raises_database_error_in_the_library(tmp_path, db_path, monke
     monkeypatch.undo()
     with dedupdb.open(db_path, create=False) as db:
         assert db.check().sound
+
+
+class _FullAtCommit(sqlite3.Connection):
+    """A connection whose disk fills up when COMMIT writes the transaction's pages out (to the WAL), as SQLite
+    meets it: it rolls the transaction back itself and reports SQLITE_FULL."""
+
+    def execute(self, sql: str, *args):
+        if sql.strip().upper() == "COMMIT" and self.in_transaction:
+            super().execute("ROLLBACK")
+            raise sqlite3.OperationalError("database or disk is full")
+        return super().execute(sql, *args)
+
+
+def _full_at_commit(connect):
+    return lambda *args, **kwargs: connect(*args, **kwargs, factory=_FullAtCommit)
+
+
+def test_full_disk_at_commit_names_the_disk_and_the_database(cli, db_path, tmp_path):
+    """The rollback SQLite already did does not hide the cause behind 'cannot rollback - no transaction is active'."""
+    first = make_corpus(tmp_path / "first", 5)
+    assert cli("add", str(first), "--workers", "0").exit_code == 0
+    before = _keys(db_path)
+    more = make_corpus(tmp_path / "more", 30, seed=3)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store_module.sqlite3, "connect", _full_at_commit(sqlite3.connect))
+        line = one_line_error(cli("add", str(more), "--workers", "0"), "the disk is full", str(db_path))
+    assert "rollback" not in line
+    assert _keys(db_path) == before
+    assert cli("check").exit_code == 0
+    assert cli("add", str(more), "--workers", "0").exit_code == 0
+
+
+def test_full_disk_at_commit_raises_database_error_in_the_library(tmp_path, db_path, monkeypatch):
+    first = make_corpus(tmp_path / "first", 5)
+    with dedupdb.open(db_path) as db:
+        db.add([first], workers=0)
+    monkeypatch.setattr(store_module.sqlite3, "connect", _full_at_commit(sqlite3.connect))
+    with dedupdb.open(db_path, create=False) as db:
+        with pytest.raises(DatabaseError, match=f"^{db_path}: the disk is full"):
+            db.add([make_corpus(tmp_path / "more", 30, seed=3)], workers=0)
+        with pytest.raises(DatabaseError, match="the disk is full"):
+            with db.store.transaction():
+                db.store.write_meta({"probe": "1"})
+        assert not db.store.conn.in_transaction
+    monkeypatch.undo()
+    with dedupdb.open(db_path, create=False) as db:
+        assert db.check().sound
+        assert "probe" not in db.store.read_meta()
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Iterator[Path]:
+    """A file system of 16 MiB of its own (tmpfs), for a disk that really fills up: where this process may mount
+    one (root on Linux); skipped elsewhere."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small file system needs root on Linux")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def _fill(disk: Path, leave: int) -> Path:
+    """A file that takes all the room left on disk but `leave` bytes (room for the -shm file, a page or two)."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (1 << 20, 4096):
+            try:
+                while True:
+                    os.write(fd, bytes(size))
+            except OSError:
+                pass
+        os.ftruncate(fd, max(0, os.fstat(fd).st_size - leave))
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_disk_that_really_fills_up_is_named_and_loses_nothing(runner, small_disk, tmp_path):
+    db = small_disk / "notes.db"
+    run = lambda *args: runner.invoke(app, [*args, "--db", str(db)])  # noqa: E731
+    assert run("add", str(make_corpus(tmp_path / "first", 5)), "--workers", "0").exit_code == 0
+    before = _keys(db)
+    more = make_corpus(tmp_path / "more", 300, seed=3)
+    filler = _fill(small_disk, 256 * 1024)
+    line = one_line_error(run("add", str(more), "--workers", "0"), "the disk is full", str(db))
+    assert "rollback" not in line
+    assert before <= _keys(db)
+    assert run("check").exit_code == 0
+    filler.unlink()
+    assert run("add", str(more), "--workers", "0").exit_code == 0
+    assert run("check").exit_code == 0
 
 
 # --- the last resort ------------------------------------------------------------------

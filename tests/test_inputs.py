@@ -373,7 +373,7 @@ def test_cli_file_limit(cli, tmp_path):
 def test_cli_bad_limit_is_one_line(cli, tmp_path, db_path, option, value):
     path = write(tmp_path / "a.txt", ENGLISH)
     result = cli("add", str(path), option, value)
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a bad option value: a usage error
     assert result.output.startswith(f"Error: {option}: ") and len(result.output.strip().splitlines()) == 1
     assert not db_path.exists()
 

@@ -184,7 +184,7 @@ def test_unknown_preset_and_too_few_permutations_are_one_line_errors(cli, tmp_pa
     with pytest.raises(dedupdb.SettingsError, match="preset must be one of banding, super-shingles"):
         dedupdb.Settings(preset="minhash")
     result = cli("init", "--preset", "super-shingles", "--permutations", "64")
-    assert result.exit_code == 1 and "super-shingles need at least 84 permutations" in result.output
+    assert result.exit_code == 2 and "super-shingles need at least 84 permutations" in result.output
     assert result.output.strip().count("\n") == 0
 
 

@@ -253,3 +253,54 @@ def test_cli_follow_symlinks_and_a_cleanup_keeps_both_link_and_target(cli, linke
     assert cluster["reclaimable_bytes"] == 0
     plan = json.loads(cli("clean", "--action", "trash", "--format", "json").stdout)
     assert plan["steps"] == [] and len(plan["passed_over"]) == 1
+
+
+LOOP = "symbolic link loop: leads back to a folder above it"
+
+
+@pytest.fixture
+def nested(tmp_path):
+    """A root two folders deep, with links: to its parent (up -> ..), to itself, to the folder above its parent,
+    to a sibling folder inside it, and to a folder outside it that holds none of these."""
+    top = tmp_path / "top"
+    root = top / "mid" / "loop"
+    write(top / "top.txt", "a text in the folder two levels above the root")
+    for i in range(3):
+        write(top / "mid" / f"mid{i}.txt", f"text number {i} in the folder just above the root")
+    write(root / "a.txt", ENGLISH)
+    write(root / "docs" / "b.txt", CHINESE)
+    write(tmp_path / "elsewhere" / "far.txt", ENGLISH_OTHER)
+    os.symlink("..", root / "up")
+    os.symlink(root, root / "docs" / "itself")
+    os.symlink(top, root / "grand")
+    os.symlink("docs", root / "sib")
+    os.symlink(tmp_path / "elsewhere", root / "far")
+    return root
+
+
+def test_followed_links_never_lead_above_the_root(nested):
+    taken, passed = _walked(nested, WalkRules(follow_symlinks=True))
+    assert taken == {"a.txt", "docs/b.txt", "sib/b.txt", "far/far.txt"}
+    assert passed == {"up": LOOP, "docs/itself": LOOP, "grand": LOOP, "sib/itself": LOOP}
+
+
+def test_a_root_given_through_a_link_keeps_its_folders_above_out(nested, tmp_path):
+    os.symlink(nested, tmp_path / "shortcut")
+    taken, passed = _walked(tmp_path / "shortcut", WalkRules(follow_symlinks=True))
+    assert taken == {"a.txt", "docs/b.txt", "sib/b.txt", "far/far.txt"}
+    assert passed["up"] == passed["grand"] == LOOP
+
+
+def test_cli_follow_symlinks_adds_nothing_from_above_the_root(cli, db_path, nested):
+    result = cli("add", str(nested), "--follow-symlinks", "--format", "json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["added"] == 4
+    for link in ("up", "grand", "docs/itself", "sib/itself"):
+        assert {"path": str(nested / link), "reason": LOOP} in summary["skipped_paths"]
+    with dedupdb.open(db_path, create=False) as db:
+        paths = {os.path.relpath(row.path, nested) for row in db.store.all_files()}
+    assert paths == {"a.txt", "docs/b.txt", "sib/b.txt", "far/far.txt"}
+    verbose = cli("add", str(nested), "--follow-symlinks", "-v")
+    assert verbose.exit_code == 0, verbose.output
+    assert f"skipped {nested / 'up'}: {LOOP}" in verbose.stdout.splitlines()
