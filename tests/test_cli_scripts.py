@@ -1,4 +1,4 @@
-"""--format json on every command that lists or acts, with the field names the README's "For scripts" lists."""
+"""--format json on every command that lists or acts, with the field names docs/commands.md's "For scripts" lists."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_prune_json(cli, archive):
 
 
 def test_plan_file_carried_out_and_undone_in_json(cli, archive, tmp_path):
-    """The README's recipe: write the plan, review it, carry it out, undo it; every step read as JSON."""
+    """The recipe of docs/commands.md (For scripts): write the plan, review it, carry it out, undo it; every step read as JSON."""
     away = tmp_path / "away"
     plan = _json(cli("clean", "--action", "move", "--to", str(away), "--format", "json"))
     assert set(plan) == {"format", "database", "action", "to", "keep_rule", "reclaimable_bytes", "steps",
@@ -106,11 +106,11 @@ def test_every_command_that_lists_or_acts_offers_json(runner, command):
 
 
 def _documented_fields() -> dict[str, set[str]]:
-    """The first field list of each row of the README's table of JSON outputs, by command."""
+    """The first field list of each row of the table of JSON outputs in docs/commands.md, by command."""
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text("utf-8")
+    readme = (Path(__file__).parent.parent / "docs" / "commands.md").read_text("utf-8")
     section = readme.split("## For scripts", 1)[1].split("```", 1)[0]
     out = {}
     for row in section.splitlines():
