@@ -70,7 +70,7 @@ def test_plan_file_carried_out_and_undone_in_json(cli, archive, tmp_path):
     plan_file.write_text(json.dumps(plan))
     done = _json(cli("clean", "--plan", str(plan_file), "--yes", "--format", "json"))
     assert set(done) == {"plan", "outcome"}
-    assert set(done["outcome"]) == {"batch", "done", "skipped", "failed"}
+    assert set(done["outcome"]) == {"batch", "done", "skipped", "failed", "refused"}
     assert done["outcome"]["done"] == [str(archive / "backup/report.txt")]
     assert not (archive / "backup/report.txt").exists()
 
@@ -85,9 +85,13 @@ def test_plan_file_carried_out_and_undone_in_json(cli, archive, tmp_path):
 def test_undo_json_names_what_cannot_be_restored(cli, archive, isolated_dirs):
     done = _json(cli("clean", "--action", "trash", "--exact-only", "--yes", "--format", "json"))
     assert len(done["outcome"]["done"]) == 1
-    undone = _json(cli("undo", "--format", "json"))
+    for item in (isolated_dirs / "data" / "Trash" / "files").iterdir():
+        item.unlink()  # the trash was emptied since
+    result = cli("undo", "--format", "json")
+    undone = json.loads(result.stdout)
+    assert result.exit_code == 1
     assert undone["restored"] == [] and len(undone["cannot_restore"]) == 1
-    assert undone["cannot_restore"][0]["reason"] == "in the system trash: restore it from there"
+    assert undone["cannot_restore"][0]["reason"].startswith("no longer in the trash")
 
 
 def test_pairs_lines_are_json_for_jq(cli, archive):
@@ -167,4 +171,5 @@ def test_carrying_out_an_empty_plan_still_writes_json(cli, archive, tmp_path):
     plan["steps"] = []
     (tmp_path / "empty.json").write_text(json.dumps(plan))
     done = _json(cli("clean", "--plan", str(tmp_path / "empty.json"), "--yes", "--format", "json"))
-    assert done["plan"]["steps"] == [] and done["outcome"] == {"batch": None, "done": [], "skipped": [], "failed": []}
+    assert done["plan"]["steps"] == [] and done["outcome"] == {"batch": None, "done": [], "skipped": [], "failed": [],
+                                                          "refused": []}
