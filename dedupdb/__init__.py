@@ -13,19 +13,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import DatabaseError, DedupError, InputError, OptionError, ReadError, SettingsError
+from dedupdb.errors import DatabaseError, DedupError, InputError, OptionError, ReadError, SettingsError
 
 if TYPE_CHECKING:
-    from .config import Settings, default_db_path
-    from .database import Cluster, Database, Member, Pair, QueryHit
-    from .summary import AddSummary
+    from dedupdb.config import Settings, default_db_path
+    from dedupdb.database import Cluster, Database, Member, Pair, QueryHit
+    from dedupdb.ingest.summary import AddSummary
 
 __version__ = "0.1.0"
 
 # Loaded when first used: the command line imports this package, and most commands need few of these (the
 # database module brings numpy and the whole index).
 _LAZY = {
-    "AddSummary": "summary",
+    "AddSummary": "ingest.summary",
     "Cluster": "database",
     "Database": "database",
     "Member": "database",
@@ -53,7 +53,7 @@ def __dir__() -> list[str]:
 
 def open(path: str | Path | None = None, create: bool = True, **settings) -> Database:  # noqa: A001
     """Open the database at path (default: the user data dir, or $DEDUPDB_DB)."""
-    from .database import Database
+    from dedupdb.database import Database
 
     return Database.open(path, create=create, **settings)
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from .errors import OptionError, SettingValueError
+from dedupdb.errors import OptionError, SettingValueError
 
 APP_NAME = "dedupdb"
 DB_ENV_VAR = "DEDUPDB_DB"

@@ -9,28 +9,41 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from .config import (  # QUERY_CONTAINMENT lives there: the command line reads it without loading this module
-    ALGORITHM_VERSION, PRESET_BANDING, PRESET_SUPER_SHINGLES, QUERY_CONTAINMENT, SUPER_SHINGLE_VALUES, Settings,
+from dedupdb.config import (
+    ALGORITHM_VERSION,
+    PRESET_BANDING,
+    PRESET_SUPER_SHINGLES,
+    QUERY_CONTAINMENT,
+    SUPER_SHINGLE_VALUES,
+    Settings,
     default_db_path,
 )
-from .errors import InputError, SettingsError
-from .fingerprint import Fingerprinter
-from .grouping import DEFAULT_KEEP, keep_order, neighbours, stars
-from .index import Indexer
-from .lsh import (
-    Banding, Candidates, SuperShingles, curve, optimal_banding, scheme_for, scheme_from_meta, scheme_meta, scheme_stats,
+from dedupdb.errors import InputError, SettingsError
+from dedupdb.sketch.fingerprint import Fingerprinter
+from dedupdb.index.grouping import DEFAULT_KEEP, keep_order, neighbours, stars
+from dedupdb.index.indexer import Indexer
+from dedupdb.index.lsh import (
+    Banding,
+    Candidates,
+    SuperShingles,
+    curve,
+    optimal_banding,
+    scheme_for,
+    scheme_from_meta,
+    scheme_meta,
+    scheme_stats,
 )
-from .containment import Side, containment as contained_share, pair_scores
-from .fingerprint import query_runs
-from .minhash import sketch_jaccard
-from .normalize import normalize
-from .store import DocumentRow, Store
+from dedupdb.sketch.winnowing import Side, containment as contained_share, pair_scores
+from dedupdb.sketch.fingerprint import query_runs
+from dedupdb.sketch.minhash import sketch_jaccard
+from dedupdb.text.normalize import normalize
+from dedupdb.storage.store import DocumentRow, Store
 
 if TYPE_CHECKING:  # the ingest and export machinery loads when first used: a query never needs it
-    from .check import CheckReport
-    from .export import ExportedRecord
-    from .records import RecordOptions
-    from .summary import AddSummary, Progress
+    from dedupdb.index.check import CheckReport
+    from dedupdb.ingest.export import ExportedRecord
+    from dedupdb.ingest.records import RecordOptions
+    from dedupdb.ingest.summary import AddSummary, Progress
 
 _IDF_BLOB = "corpus_idf"  # SimHash's word weights in stores of algorithm 3 (now a fixed table: weights.py)
 _REINDEX_PENDING = "reindex.pending"  # set while reindex --from-sources rebuilds the store
@@ -228,8 +241,8 @@ class Database:
         if not paths:
             raise InputError("nothing to add: give at least one file or folder")
         self._require_current()
-        from .pipeline import Ingest, add_targets
-        from .sources import WalkRules
+        from dedupdb.ingest.pipeline import Ingest, add_targets
+        from dedupdb.ingest.sources import WalkRules
 
         targets = add_targets(paths, records)
         ingest = Ingest(self.store, self.indexer, workers, max_file_size, max_record_size)
@@ -258,7 +271,7 @@ class Database:
 
         Safe to interrupt: the store says a rebuild is pending until one finishes, and running it again
         starts it over."""
-        from .summary import STDIN_NAME, AddSummary
+        from dedupdb.ingest.summary import STDIN_NAME, AddSummary
 
         rows = [r for r in self.store.all_files() if r.path != STDIN_NAME]
         present = [r.path for r in rows if Path(r.path).is_file()]
@@ -411,14 +424,14 @@ class Database:
             found = self.store.documents_by_keys([resolved])
         if found:
             key = found[0][2]
-            from .export import export_records
+            from dedupdb.ingest.export import export_records
 
             for record in export_records(self, unique=False, keep="first", only={key}):
                 return key, record.text
             raise InputError(f"{key} cannot be read back from its source (changed or gone since it was indexed)")
         path = Path(key_or_path).expanduser()
         if path.is_file():
-            from .sources import decode_file
+            from dedupdb.ingest.sources import decode_file
 
             return str(path), decode_file(path)
         raise InputError(f"{key_or_path} is neither a stored document nor a file")
@@ -483,7 +496,7 @@ class Database:
 
     def export(self, unique: bool = True, keep: str = DEFAULT_KEEP, warn=None) -> Iterator[ExportedRecord]:
         """Every stored document's text read back from its source; with unique, one per cluster (see export.py)."""
-        from .export import export_records
+        from dedupdb.ingest.export import export_records
 
         return export_records(self, unique, keep, warn)
 
@@ -572,7 +585,7 @@ class Database:
     def check(self) -> "CheckReport":
         """SQLite's integrity check and the store's own invariants (index rows, document counts and links,
         pairs, clusters), read in one snapshot; report.sound is True when all hold (see check.py)."""
-        from .check import check_database
+        from dedupdb.index.check import check_database
 
         return check_database(self)
 
@@ -592,7 +605,7 @@ def _check_compatible(stored: Settings, requested: dict) -> None:
 def _with_links(members: list[Member]) -> list[Member]:
     """Mark each file that is a hard link of an earlier member's file (one inode, two names): it holds no
     space of its own. Looked up on disk now, so links made since the add count too."""
-    from .fileops import file_identity
+    from dedupdb.ops.fileops import file_identity
 
     seen: dict[tuple[int, int], str] = {}
     out = []

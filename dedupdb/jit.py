@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .config import cache_dir
+from dedupdb.config import cache_dir
 
 
 def _writable(directory: Path) -> bool:

@@ -154,7 +154,7 @@ def bench_dedupdb_records(texts: list[str], workdir: Path) -> dict:
     import json
 
     import dedupdb
-    from dedupdb.records import RecordOptions
+    from dedupdb.ingest.records import RecordOptions
 
     corpus = workdir / "corpus.jsonl"
     with open(corpus, "w", encoding="utf-8") as f:
@@ -359,7 +359,7 @@ def main() -> None:
     # Compiled sketching is cached per machine (and per copy of the source): a first run compiles it, which is
     # timed here, once, so that no add below pays for it.
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import dedupdb.fastsketch"], check=True)
+    subprocess.run([sys.executable, "-c", "import dedupdb.sketch.fastsketch"], check=True)
     print(f"compiled sketching loaded (or compiled, on a first run) in a process of its own: "
           f"{time.perf_counter() - t0:.1f} s")
 
@@ -400,7 +400,7 @@ def main() -> None:
               + "; ".join(f"{role} {cpu:.1f} s" for role, _, _, cpu in m["processes"]))
     if not args.skip_peers:
         own = dedupdb.Settings().num_perm
-        from dedupdb.lsh import optimal_banding
+        from dedupdb.index.lsh import optimal_banding
 
         # rensa's bands must divide the permutations: dedupdb's rows per band, as many bands as fit.
         bands = own // optimal_banding(dedupdb.Settings().threshold, own).rows

@@ -81,9 +81,9 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from dedupdb.bloom import BloomFilter
-from dedupdb.normalize import normalize
-from dedupdb.streamfilter import FilterOptions, run_filter
+from dedupdb.sketch.bloom import BloomFilter
+from dedupdb.text.normalize import normalize
+from dedupdb.ops.streamfilter import FilterOptions, run_filter
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 TITLES = "zh_thucnews_titles_devtest.jsonl.gz"

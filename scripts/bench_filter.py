@@ -51,9 +51,9 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from dedupdb.normalize import _CJK_FIRST, _CJK_LAST, _fold_table, normalize
-from dedupdb.streamfilter import FilterOptions, run_filter
-from dedupdb.bloom import BloomFilter
+from dedupdb.text.normalize import _CJK_FIRST, _CJK_LAST, _fold_table, normalize
+from dedupdb.ops.streamfilter import FilterOptions, run_filter
+from dedupdb.sketch.bloom import BloomFilter
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 CORPORA = ("zh_thucnews_titles_devtest.jsonl.gz", "zh_sophonplus_reviews.jsonl.gz")

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import dedupdb
 from dedupdb.errors import InputError
-from dedupdb.normalize import normalize
+from dedupdb.text.normalize import normalize
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 CORPORA = [
@@ -199,7 +199,7 @@ def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str,
     """Index documents ids through the public API: db.add on JSONL record files of SHARD_DOCS documents,
     one add per file (a file already indexed is skipped as unchanged, so an interrupted build resumes). Prints
     how long the first and the last tenth took: whether an add slows as the store grows."""
-    from dedupdb.records import RecordOptions
+    from dedupdb.ingest.records import RecordOptions
 
     shard_dir.mkdir(parents=True, exist_ok=True)
     options = RecordOptions(format="jsonl", text_field="text", id_field="id")
@@ -422,7 +422,7 @@ def main() -> None:
     dq = time_dedupdb_queries(db, queries, warmup, args.warm_rounds)
     if args.warm_rounds > 1:
         log(f"warmed up with {args.warm_rounds} x {len(warmup)} queries; compiled sketching "
-            f"{'taken' if 'dedupdb.fastsketch' in sys.modules else 'not taken'}")
+            f"{'taken' if 'dedupdb.sketch.fastsketch' in sys.modules else 'not taken'}")
     db.close()
     cli_texts = [t for kind, t, _ in queries if kind == "edited" and not is_cjk(t)][: args.cli_runs]
     cli_median, cli_walls, help_median = time_cli(db_path, cli_texts)

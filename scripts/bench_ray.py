@@ -175,7 +175,7 @@ def child_ray(spec: dict) -> dict:
 
     from dedupdb.config import Settings
     from dedupdb.database import _scheme
-    from dedupdb.records import RecordOptions
+    from dedupdb.ingest.records import RecordOptions
     from dedupdb.scaleout import job
 
     blocks: dict[str, int] = {}
@@ -209,7 +209,7 @@ def child_local(spec: dict) -> dict:
     code = version()  # the commit this process imports (others may commit meanwhile)
     started = time.time()
     from dedupdb import Database
-    from dedupdb.records import RecordOptions
+    from dedupdb.ingest.records import RecordOptions
 
     db = Database.open(spec["db"])
     t0 = time.time()
@@ -562,7 +562,7 @@ def main() -> None:
               f"exact copies, {made['of_variants']:,} of an earlier variant) = {n:,} documents, {size / 1e6:.1f} MB "
               f"of JSONL in {len(inputs)} shards ({time.perf_counter() - t0:.1f} s)", flush=True)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import dedupdb.fastsketch"], check=True)
+        subprocess.run([sys.executable, "-c", "import dedupdb.sketch.fastsketch"], check=True)
         print(f"compiled sketching loaded (or compiled) in a process of its own: {time.perf_counter() - t0:.1f} s",
               flush=True)
         del docs

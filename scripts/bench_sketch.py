@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dedupdb.config import INGEST_BATCH, Settings  # noqa: E402
-from dedupdb.fingerprint import Sketcher  # noqa: E402
-from dedupdb.normalize import normalize  # noqa: E402
+from dedupdb.sketch.fingerprint import Sketcher  # noqa: E402
+from dedupdb.text.normalize import normalize  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval"
 CORPORA = {"IMDB": "en_imdb_aclImdb.jsonl.gz", "Chinese reviews": "zh_sophonplus_reviews.jsonl.gz"}
@@ -35,7 +35,7 @@ CORPORA = {"IMDB": "en_imdb_aclImdb.jsonl.gz", "Chinese reviews": "zh_sophonplus
 # Run in a fresh process: numba's import, compiling (or loading) the kernels, the character table.
 _LOAD = """
 import time
-import dedupdb.fingerprint
+import dedupdb.sketch.fingerprint
 started = time.perf_counter()
 import numba
 imported = time.perf_counter()

@@ -46,10 +46,10 @@ from pathlib import Path
 import numpy as np
 
 import dedupdb
-from dedupdb.hashing import content_hash
-from dedupdb.normalize import normalize
-from dedupdb.records import RecordOptions
-from dedupdb.tokens import Tokenizer
+from dedupdb.text.hashing import content_hash
+from dedupdb.text.normalize import normalize
+from dedupdb.ingest.records import RecordOptions
+from dedupdb.text.tokens import Tokenizer
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 CORPORA = {

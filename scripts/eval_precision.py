@@ -74,7 +74,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import dedupdb  # noqa: E402
-from dedupdb.records import RecordOptions  # noqa: E402
+from dedupdb.ingest.records import RecordOptions  # noqa: E402
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 

@@ -44,13 +44,13 @@ import numpy as np
 
 import dedupdb
 from dedupdb.config import INGEST_BATCH, Settings
-from dedupdb.fingerprint import sketch_texts
-from dedupdb.hashing import content_hash
-from dedupdb.index import NewDocument
-from dedupdb.lsh import band_keys, optimal_banding
-from dedupdb.minhash import sketch_jaccard
-from dedupdb.normalize import normalize
-from dedupdb.tokens import Tokenizer
+from dedupdb.sketch.fingerprint import sketch_texts
+from dedupdb.text.hashing import content_hash
+from dedupdb.index.indexer import NewDocument
+from dedupdb.index.lsh import band_keys, optimal_banding
+from dedupdb.sketch.minhash import sketch_jaccard
+from dedupdb.text.normalize import normalize
+from dedupdb.text.tokens import Tokenizer
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 LANG = {
@@ -273,7 +273,7 @@ def _save_file(store, path: str) -> int:
             return store.save_files([base + extra])[path]
         except sqlite3.ProgrammingError:
             continue
-    raise RuntimeError("cannot create a file row with this version of dedupdb.store.Store.save_files")
+    raise RuntimeError("cannot create a file row with this version of dedupdb.storage.store.Store.save_files")
 
 
 def reported_pairs(db) -> list[tuple[str, str, float, int | None]]:
@@ -420,7 +420,7 @@ _ZH_TO_HALF = {ord(a): b for a, b in zip("，！？：；（）“”、。", ",
 _ALNUM = string.ascii_letters + string.digits
 
 
-# The CJK ranges dedupdb.tokens treats as one-character tokens.
+# The CJK ranges dedupdb.text.tokens treats as one-character tokens.
 _CJK_RE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0002ffff]")
 
 

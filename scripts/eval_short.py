@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import dedupdb  # noqa: E402
-from dedupdb.normalize import normalize  # noqa: E402
-from dedupdb.records import RecordOptions  # noqa: E402
+from dedupdb.text.normalize import normalize  # noqa: E402
+from dedupdb.ingest.records import RecordOptions  # noqa: E402
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
 EMOJI = "😀😂🤣😍👍🙏🔥💯🎉😭😅🤔"

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 # one folder for all runs, so that only the first compiles.
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "dedupdb-tests-numba"))
 
-from dedupdb.cli import app
+from dedupdb.cli.commands import app
 
 ENGLISH = (
     "The quarterly report shows that revenue grew by twelve percent while operating costs "
@@ -35,12 +35,12 @@ CHINESE_OTHER = "这家酒店的服务态度非常差，房间又小又脏，空
 def decoding(request, monkeypatch):
     """Stored formats decoded by numpy's path, or by compiled code (fastdecode.py), whichever a process has: a test
     taking this runs once with each."""
-    from dedupdb import compiled
+    from dedupdb.storage import decoding as compiled
 
     if request.param == "numpy":
         monkeypatch.setattr(compiled, "decoder", lambda: None)
     else:
-        from dedupdb import fastdecode
+        from dedupdb.storage import fastdecode
 
         monkeypatch.setattr(compiled, "decoder", lambda: fastdecode)
     return request.param
@@ -122,7 +122,7 @@ def stored_rows(db_path: Path, family: str = "index"):
 
     import numpy as np
 
-    from dedupdb.runs import _array
+    from dedupdb.storage.runs import _array
 
     number = {"index": 0, "containment": 1}[family]
     conn = sqlite3.connect(db_path)
@@ -140,7 +140,7 @@ def tamper_rows(db_path: Path, family: str = "index", remove=(), add=()) -> None
     """Remove and add packed rows of one family behind the indexer's back, as damage would."""
     import numpy as np
 
-    from dedupdb.store import Store
+    from dedupdb.storage.store import Store
 
     store = Store.open(db_path, create=False)
     try:
@@ -157,7 +157,7 @@ def tamper_rows(db_path: Path, family: str = "index", remove=(), add=()) -> None
 def interrupt_batch(monkeypatch, at: int, batch: int = 10, commit_seconds: float = 0, after_work: bool = False):
     """Batches of `batch` documents, and a Ctrl-C as batch number `at` is stored (with after_work, once its rows
     are written inside the transaction). Returns resume(), which lets adds finish again."""
-    from dedupdb import pipeline
+    from dedupdb.ingest import pipeline
 
     monkeypatch.setattr(pipeline, "INGEST_BATCH", batch)
     monkeypatch.setattr(pipeline, "COMMIT_SECONDS", commit_seconds)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import dedupdb
-import dedupdb.actions as actions
-import dedupdb.cleanup as cleanup
-from dedupdb.fileops import NotIdentical, replace_with_link
+import dedupdb.ops.actions as actions
+import dedupdb.ops.cleanup as cleanup
+from dedupdb.ops.fileops import NotIdentical, replace_with_link
 
 from .conftest import CHINESE, ENGLISH, ENGLISH_OTHER, write
 
@@ -268,7 +268,7 @@ def test_reviewed_plan_is_carried_out_and_skips_what_changed(cli, db_path, looka
 
 
 def test_plan_errors_are_one_line(cli, tmp_path, lookalikes, runner):
-    from dedupdb.cli import app
+    from dedupdb.cli.commands import app
 
     cli("add", str(lookalikes))
     bad = tmp_path / "bad.json"

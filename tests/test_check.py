@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import dedupdb
-import dedupdb.runs
-from dedupdb.check import CHECKS
-from dedupdb.cluster import components as union_find_components, dense_components as components
+import dedupdb.storage.runs
+from dedupdb.index.check import CHECKS
+from dedupdb.index.clusters import components as union_find_components, dense_components as components
 
 from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, stored_rows, tamper_rows, write
 
@@ -421,7 +421,7 @@ def test_damaged_runs_are_named(store, cli):
         "SELECT b.id, b.first, b.entries, b.data FROM run_blocks b JOIN runs r ON r.id = b.run WHERE r.family = 0 "
         "ORDER BY b.id LIMIT 1"
     ).fetchone()
-    values = dedupdb.runs._array(first, entries, data)[::-1].astype("<i8")  # kept whole, out of order
+    values = dedupdb.storage.runs._array(first, entries, data)[::-1].astype("<i8")  # kept whole, out of order
     conn.execute("UPDATE run_blocks SET data = ? WHERE id = ?", (values.tobytes(), block))
     conn.commit()
     conn.close()

@@ -5,7 +5,7 @@ import os
 import shutil
 
 import dedupdb
-from dedupdb.cli import app
+from dedupdb.cli.commands import app
 
 from .conftest import CHINESE_OTHER, ENGLISH, write
 
@@ -107,7 +107,7 @@ def test_missing_path_is_one_line_error(cli, tmp_path):
 
 
 def test_one_bad_file_does_not_stop_the_ingest(cli, tmp_path, monkeypatch):
-    import dedupdb.pipeline as pipeline
+    import dedupdb.ingest.pipeline as pipeline
     from dedupdb.errors import ReadError
 
     folder = tmp_path / "f"

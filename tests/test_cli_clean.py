@@ -6,8 +6,8 @@ import os
 import pytest
 
 import dedupdb
-import dedupdb.actions as actions
-import dedupdb.cleanup as cleanup
+import dedupdb.ops.actions as actions
+import dedupdb.ops.cleanup as cleanup
 
 from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
 

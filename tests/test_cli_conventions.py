@@ -7,8 +7,8 @@ import json
 import pytest
 
 import dedupdb
-from dedupdb import pipeline
-from dedupdb.cli import EXIT_PARTIAL, app
+from dedupdb.ingest import pipeline
+from dedupdb.cli.commands import EXIT_PARTIAL, app
 from dedupdb.errors import ReadError
 
 from .conftest import ENGLISH, ENGLISH_OTHER, write

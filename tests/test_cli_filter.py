@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 
-from dedupdb.bloom import BloomFilter, optimal_size
-from dedupdb.cli import app
-from dedupdb.streamfilter import FilterOptions, run_filter
-from dedupdb.records import RecordOptions
+from dedupdb.sketch.bloom import BloomFilter, optimal_size
+from dedupdb.cli.commands import app
+from dedupdb.ops.streamfilter import FilterOptions, run_filter
+from dedupdb.ingest.records import RecordOptions
 
 from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
 

@@ -86,7 +86,7 @@ def test_query_empty_store(cli, tmp_path, text):
 _LOADED = """
 import json, sys
 listing = sys.argv.pop(1)
-from dedupdb.cli import main
+from dedupdb.cli.commands import main
 try:
     main()
 except SystemExit as exc:
@@ -117,8 +117,8 @@ def test_a_cold_query_loads_only_what_it_needs(db_path, mixed_folder, tmp_path):
         db.add([mixed_folder])
     loaded = _modules_loaded(tmp_path, "query", ENGLISH_EDITED, "--db", str(db_path))
     assert "dedupdb.database" in loaded and "rich.table" in loaded  # it did answer, in a table
-    unwanted = {"jieba", "pydantic", "rich.progress", "platformdirs", "numba", "dedupdb.pipeline", "dedupdb.parallel",
-                "dedupdb.fastsketch", "sqlite_utils", "charset_normalizer"}
+    unwanted = {"jieba", "pydantic", "rich.progress", "platformdirs", "numba", "dedupdb.ingest.pipeline", "dedupdb.ingest.workers",
+                "dedupdb.sketch.fastsketch", "sqlite_utils", "charset_normalizer"}
     assert sorted(unwanted & loaded) == []
     loaded = _modules_loaded(tmp_path, "--help")
     assert sorted({"numpy", "dedupdb.database", "pydantic"} & loaded) == []

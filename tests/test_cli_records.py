@@ -5,8 +5,8 @@ import json
 import pytest
 
 import dedupdb
-import dedupdb.pipeline as pipeline
-from dedupdb.records import RecordOptions
+import dedupdb.ingest.pipeline as pipeline
+from dedupdb.ingest.records import RecordOptions
 
 from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, interrupt_batch, write
 
@@ -147,7 +147,7 @@ def test_interrupted_record_file_resumes(tmp_path, db_path, monkeypatch, commit_
 
 
 def test_overlong_line_is_a_bad_record_not_a_memory_spike(cli, tmp_path, monkeypatch):
-    import dedupdb.records as records
+    import dedupdb.ingest.records as records
 
     monkeypatch.setattr(records, "MAX_RECORD_BYTES", 1000)
     path = write(tmp_path / "big.txt", f"{ENGLISH}\n{'x' * 5000}\n{ENGLISH_OTHER}\n")
@@ -184,7 +184,7 @@ def test_progress_counts_bytes_and_moves_within_one_record_file(tmp_path, monkey
 
 
 def test_progress_bar_shows_sizes_on_a_terminal(tmp_path, monkeypatch):
-    from dedupdb import render
+    from dedupdb.cli import render
 
     drawn: list[tuple] = []
 

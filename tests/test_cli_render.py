@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from dedupdb import render
+from dedupdb.cli import render
 from dedupdb.database import Cluster, Member
 
 from .conftest import ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write

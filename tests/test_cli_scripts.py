@@ -103,7 +103,7 @@ def test_pairs_lines_are_json_for_jq(cli, archive):
 @pytest.mark.parametrize("command", ["init", "undo", "rm", "prune", "reindex", "add", "report", "query", "clean",
                                      "stats", "check", "journal", "diff"])
 def test_every_command_that_lists_or_acts_offers_json(runner, command):
-    from dedupdb.cli import app
+    from dedupdb.cli.commands import app
 
     result = runner.invoke(app, [command, "--help"])
     assert result.exit_code == 0 and "--format" in result.stdout
@@ -152,7 +152,7 @@ def test_readme_names_the_fields_each_command_writes(cli, archive, tmp_path):
 
 
 def test_plan_recipe_with_a_relative_database_path(runner, archive, tmp_path, db_path, monkeypatch):
-    from dedupdb.cli import app
+    from dedupdb.cli.commands import app
 
     monkeypatch.chdir(db_path.parent)
     relative = ["--db", db_path.name]

@@ -13,7 +13,7 @@ import pytest
 import zstandard
 
 import dedupdb
-from dedupdb.records import RecordOptions, open_record_file
+from dedupdb.ingest.records import RecordOptions, open_record_file
 
 from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, interrupt_batch
 

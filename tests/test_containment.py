@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import dedupdb
-from dedupdb import migrate
-from dedupdb.containment import Side, containment, winnowed
-from dedupdb.hashing import distinct
-from dedupdb.tokens import Tokenizer, shingle_hashes
+from dedupdb.storage import schema as migrate
+from dedupdb.sketch.winnowing import Side, containment, winnowed
+from dedupdb.text.hashing import distinct
+from dedupdb.text.tokens import Tokenizer, shingle_hashes
 
 from .conftest import ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, stored_rows, tamper_rows, write
 

@@ -9,9 +9,9 @@ import sqlite3
 import numpy as np
 
 import dedupdb
-from dedupdb.records import RecordOptions
-from dedupdb.tokens import Tokenizer
-from dedupdb.verify import MIN_SHARED_SHINGLES, Signature, judge
+from dedupdb.ingest.records import RecordOptions
+from dedupdb.text.tokens import Tokenizer
+from dedupdb.sketch.verify import MIN_SHARED_SHINGLES, Signature, judge
 
 from .conftest import ENGLISH, write
 
@@ -124,7 +124,7 @@ def test_a_typo_pair_matches(db_path, tmp_path):
 
 
 def test_candidate_pairs_are_every_pair_sharing_a_key():
-    from dedupdb.index import _shared_keys
+    from dedupdb.index.indexer import _shared_keys
 
     rng = np.random.default_rng(3)
     ids = rng.integers(100, 140, size=300)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from dedupdb.cli import app
+from dedupdb.cli.commands import app
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text("utf-8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from dedupdb.cli import app
+from dedupdb.cli.commands import app
 
 from .conftest import CHINESE, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import dedupdb
-import dedupdb.store as store_module
+import dedupdb.storage.store as store_module
 from dedupdb import DatabaseError
-from dedupdb.cli import app
+from dedupdb.cli.commands import app
 
 from .conftest import ENGLISH
 from .test_check import damage_middle, damage_roots, make_corpus

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 
 pytest.importorskip("numba")
 
-from dedupdb import fastsketch  # noqa: E402
+from dedupdb.sketch import fastsketch  # noqa: E402
 from dedupdb.config import Settings  # noqa: E402
-from dedupdb.fingerprint import Sketch, Sketcher  # noqa: E402
-from dedupdb.normalize import normalize  # noqa: E402
+from dedupdb.sketch.fingerprint import Sketch, Sketcher  # noqa: E402
+from dedupdb.text.normalize import normalize  # noqa: E402
 
 EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 OTHER_SETTINGS = Settings(word_ngram=3, cjk_ngram=1, containment_ngram=2, winnow_window=5, num_perm=64, sketch_size=16)
@@ -164,7 +164,7 @@ def test_xxh64_matches_xxhash():
 @given(text=_TEXT)
 def test_texts_skipping_the_repost_regex_hold_no_noise(text):
     """The cheap checks that spare most texts the regex never skip one it would change."""
-    from dedupdb.tokens import _REPOST_NOISE
+    from dedupdb.text.tokens import _REPOST_NOISE
 
     assert fastsketch._has_rt(text) == bool(re.search(r"\brt\b", text))
     if not any(mark in text for mark in fastsketch._NOISE_MARKS) and not fastsketch._has_rt(text):
@@ -190,7 +190,7 @@ def test_batches_take_the_compiled_path_and_single_texts_once_earned(monkeypatch
 
     # Not loaded yet: texts go to numpy until they have taken FAST_AFTER_SECONDS there, single texts counted too;
     # then single texts take the compiled path as well.
-    monkeypatch.delitem(sys.modules, "dedupdb.fastsketch")
+    monkeypatch.delitem(sys.modules, "dedupdb.sketch.fastsketch")
     patient = Sketcher(Settings())
     patient.FAST_AFTER_SECONDS = 3600.0
     assert_same_sketches(patient.sketch(texts), batch)
@@ -214,7 +214,7 @@ def test_numba_is_loaded_once_numpy_has_taken_as_long():
     code = """if True:
         import sys
         from dedupdb.config import Settings
-        from dedupdb.fingerprint import Sketcher
+        from dedupdb.sketch.fingerprint import Sketcher
         sketcher = Sketcher(Settings())
         texts = [f"text number {i} of a small batch" for i in range(Sketcher.FAST_BATCH)]
         sketcher.sketch(texts[:1])

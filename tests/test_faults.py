@@ -135,8 +135,8 @@ def test_killed_add_clean_and_undo_lose_nothing(tmp_path):
 # `add` with batches of 100 documents, each committed at once: a kill can land between any two of them. What is
 # stored must not depend on where batches begin, so these runs answer for adds of any batch size.
 _SMALL_BATCHES = (
-    "import sys; import dedupdb.pipeline as p; p.INGEST_BATCH = 100; p.COMMIT_SECONDS = 0.0; "
-    "sys.argv[0] = 'dedupdb'; from dedupdb.cli import main; main()"
+    "import sys; import dedupdb.ingest.pipeline as p; p.INGEST_BATCH = 100; p.COMMIT_SECONDS = 0.0; "
+    "sys.argv[0] = 'dedupdb'; from dedupdb.cli.commands import main; main()"
 )
 
 
@@ -188,7 +188,7 @@ def _stored(db: Path) -> tuple:
 
 
 def test_killed_add_resumed_stores_what_an_uninterrupted_add_does(tmp_path):
-    from dedupdb import weights
+    from dedupdb.text import weights
 
     rng = random.Random(SEED)
     _long_texts(tmp_path / "corpus")

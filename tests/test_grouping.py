@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
 import dedupdb
-from dedupdb.grouping import DEFAULT_KEEP, Star, keep_order, neighbours, stars
+from dedupdb.index.grouping import DEFAULT_KEEP, Star, keep_order, neighbours, stars
 
 from .conftest import write
 

@@ -8,13 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dedupdb
-import dedupdb.check
-import dedupdb.index
-import dedupdb.pipeline as pipeline
-from dedupdb.cluster import UnionFind, components
-from dedupdb.hashing import content_hash
-from dedupdb.normalize import normalize
-from dedupdb.records import RecordOptions
+import dedupdb.index.check
+import dedupdb.index.indexer
+import dedupdb.ingest.pipeline as pipeline
+from dedupdb.index.clusters import UnionFind, components
+from dedupdb.text.hashing import content_hash
+from dedupdb.text.normalize import normalize
+from dedupdb.ingest.records import RecordOptions
 
 from .conftest import ENGLISH, ENGLISH_OTHER, interrupt_batch, write
 
@@ -136,7 +136,7 @@ def test_interrupt_through_cli_exits_130(cli, tmp_path, monkeypatch):
 def test_grouped_commits_commit_on_schedule_and_roll_back_together(db_path):
     import sqlite3
 
-    from dedupdb.store import Store
+    from dedupdb.storage.store import Store
 
     def seen_elsewhere(key: str) -> str | None:
         other = sqlite3.connect(db_path)
@@ -175,7 +175,7 @@ def test_grouped_commits_commit_on_schedule_and_roll_back_together(db_path):
 
 
 def test_ingest_with_key_filters_finds_what_probing_everything_finds(tmp_path, monkeypatch):
-    from dedupdb import runs
+    from dedupdb.storage import runs
 
     folder = tmp_path / "f"
     for i in range(len(WORDS)):
@@ -222,7 +222,7 @@ def test_signatures_left_out_of_the_store_give_the_same_index_rows(tmp_path, db_
         assert np.array_equal(np.sort(np.concatenate(list(db.store.index_entry_chunks()))), entries)
         db.forget([str(folder / "short.txt")])
         assert _index_rows(db) == len(entries) - db.banding.bands
-        assert dedupdb.check.check_database(db).sound
+        assert dedupdb.index.check.check_database(db).sound
 
 
 def test_ingest_batch_grows_with_the_store_within_its_bounds():
@@ -238,7 +238,7 @@ def test_batches_grow_as_an_add_fills_the_store_and_find_the_same_pairs(tmp_path
     import json
 
     from dedupdb import config
-    from dedupdb.records import RecordOptions
+    from dedupdb.ingest.records import RecordOptions
 
     records = tmp_path / "r.jsonl"
     texts = [_variant(i % len(WORDS)) + f" tail{i // len(WORDS)}" for i in range(3 * len(WORDS))]
@@ -268,7 +268,7 @@ def test_batches_grow_as_an_add_fills_the_store_and_find_the_same_pairs(tmp_path
 def test_sketch_columns_hold_what_sketches_gives(tmp_path, db_path):
     """Verifying a batch reads the stored sketches as columns: the same sketches and SimHashes, texts too short
     for a SimHash included, and contents asked for but not stored left out."""
-    from dedupdb.hashing import to_unsigned64
+    from dedupdb.text.hashing import to_unsigned64
 
     folder = tmp_path / "f"
     write(folder / "a.txt", ENGLISH)
@@ -311,7 +311,7 @@ def test_merging_clusters_gives_the_labels_union_find_gives(edges, cluster_choic
         def relabel_clusters(self, mapping):
             Recorder.moved = mapping
 
-    indexer = object.__new__(dedupdb.index.Indexer)
+    indexer = object.__new__(dedupdb.index.indexer.Indexer)
     indexer.store = Recorder()
     indexer._merge_clusters(edges)
     touched = {c for e in edges for c in e}
@@ -340,7 +340,7 @@ def test_contents_linked_before_they_are_stored_end_in_the_clusters_relabelling_
         def relabel_clusters(self, mapping):
             Recorder.moved = mapping
 
-    indexer = object.__new__(dedupdb.index.Indexer)
+    indexer = object.__new__(dedupdb.index.indexer.Indexer)
     indexer.store = Recorder()
     written = indexer._merge_clusters(edges, new)
     final = {c: Recorder.moved.get(k, k) for c, k in cluster_of.items()} | {c: written.get(c, c) for c in new}

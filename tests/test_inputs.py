@@ -14,11 +14,11 @@ import pytest
 import xxhash
 
 import dedupdb
-import dedupdb.pipeline as pipeline
+import dedupdb.ingest.pipeline as pipeline
 from dedupdb.errors import InputError, ReadError
-from dedupdb.records import BadRecord, EndOfRecords, Record, RecordOptions, read_records
+from dedupdb.ingest.records import BadRecord, EndOfRecords, Record, RecordOptions, read_records
 from dedupdb.config import parse_size
-from dedupdb.sources import decode_bytes, few_replacements
+from dedupdb.ingest.sources import decode_bytes, few_replacements
 
 from .conftest import CHINESE, CHINESE_OTHER, ENGLISH, ENGLISH_OTHER, interrupt_batch, write
 
@@ -379,7 +379,7 @@ def test_cli_bad_limit_is_one_line(cli, tmp_path, db_path, option, value):
 
 
 def test_cli_help_shows_the_limits(runner):
-    from dedupdb.cli import app
+    from dedupdb.cli.commands import app
 
     result = runner.invoke(app, ["add", "--help"])
     text = " ".join(result.output.replace("│", " ").split())

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import dedupdb
-from dedupdb import migrate
+from dedupdb.storage import schema as migrate
 from dedupdb.errors import DatabaseError
-from dedupdb.store import Store
+from dedupdb.storage.store import Store
 
 
 def test_blank_database_gets_current_schema(db_path):
@@ -100,7 +100,7 @@ def test_schema_2_database_is_migrated_and_its_index_rebuilt(tmp_path, db_path, 
 
 
 def test_store_refuses_more_contents_than_index_rows_can_name(tmp_path, db_path, cli):
-    from dedupdb.store import CONTENT_ID_BITS
+    from dedupdb.storage.store import CONTENT_ID_BITS
 
     from .conftest import ENGLISH, ENGLISH_OTHER, write
 

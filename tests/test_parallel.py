@@ -7,11 +7,11 @@ import json
 import pytest
 
 import dedupdb
-import dedupdb.pipeline as pipeline
+import dedupdb.ingest.pipeline as pipeline
 from dedupdb.config import Settings
-from dedupdb.fingerprint import sketch_texts
-from dedupdb.parallel import WorkPool
-from dedupdb.records import RecordOptions
+from dedupdb.sketch.fingerprint import sketch_texts
+from dedupdb.ingest.workers import WorkPool
+from dedupdb.ingest.records import RecordOptions
 
 from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
 
@@ -54,13 +54,13 @@ def test_a_large_add_starts_its_workers_before_sketching_anything(tmp_path):
     import subprocess
     import sys
 
-    from dedupdb import parallel
+    from dedupdb.ingest import workers as parallel
 
     long_chinese = CHINESE * 6  # long enough for a SimHash, which segments words with jieba
     lines = [json.dumps({"id": i, "text": f"{long_chinese} 第{i}次"}, ensure_ascii=False) for i in range(parallel._MIN_PARALLEL + 10)]
     path = write(tmp_path / "corpus.jsonl", "\n".join(lines) + "\n")
     code = (
-        "import sys, dedupdb; from dedupdb import pipeline; from dedupdb.records import RecordOptions; "
+        "import sys, dedupdb; from dedupdb.ingest import pipeline; from dedupdb.ingest.records import RecordOptions; "
         f"pipeline.POOL_AT_ONCE_BYTES = int(sys.argv[1]); db = dedupdb.open(sys.argv[2]); "
         f"s = db.add([{str(path)!r}], records=RecordOptions('jsonl', id_field='id'), workers=1); "
         "print(s.records, 'jieba' in sys.modules, 'numba' in sys.modules)"
@@ -82,10 +82,10 @@ def test_workers_load_the_compiled_sketching_as_they_start():
     code = (
         "import sys\n"
         "from dedupdb.config import Settings\n"
-        "from dedupdb.fingerprint import Sketcher, load_compiled, sketch_texts\n"
-        "from dedupdb.parallel import WorkPool\n"
+        "from dedupdb.sketch.fingerprint import Sketcher, load_compiled, sketch_texts\n"
+        "from dedupdb.ingest.workers import WorkPool\n"
         "def loaded(settings, items):\n"
-        "    return ['dedupdb.fastsketch' in sys.modules] * len(items)\n"
+        "    return ['dedupdb.sketch.fastsketch' in sys.modules] * len(items)\n"
         "texts = [f'{sys.argv[1]} {i}' for i in range(100)] + [f'{sys.argv[2]}{i}' for i in range(100)]\n"
         "pool = WorkPool(Settings(), 1, load_compiled)\n"
         "first = pool.submit(loaded, list(range(64))).result()\n"
@@ -100,7 +100,7 @@ def test_workers_load_the_compiled_sketching_as_they_start():
         "           and (a.words is None) == (b.words is None)\n"
         "           and (a.words is None or all((x == y).all() for x, y in zip(a.words, b.words)))\n"
         "           for a, b in zip(remote, local))\n"
-        "print(all(first), 'dedupdb.fastsketch' in sys.modules, same)\n"
+        "print(all(first), 'dedupdb.sketch.fastsketch' in sys.modules, same)\n"
     )
     done = subprocess.run([sys.executable, "-c", code, ENGLISH, CHINESE], capture_output=True, text=True, timeout=300)
     assert done.stdout.split() == ["True", "False", "True"], done.stderr

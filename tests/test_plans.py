@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import dedupdb
-import dedupdb.cleanup as cleanup
+import dedupdb.ops.cleanup as cleanup
 
 from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
 
@@ -50,7 +50,7 @@ def _plan(cli, tmp_path: Path) -> dict:
 
 
 def _state(path: Path, digest_of: Path | None = None) -> dict:
-    from dedupdb.hashing import bytes_hash
+    from dedupdb.text.hashing import bytes_hash
 
     st = path.stat()
     return {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
@@ -91,7 +91,7 @@ def test_two_steps_keeping_each_other_leave_one_copy(cli, archive, tmp_path):
     assert result.exit_code == 1
     outcome = _outcome(result)
     assert outcome["done"] == [str(b)]
-    assert outcome["refused"] == [{"path": str(a), "reason": f"it is the copy another step of the plan keeps"}]
+    assert outcome["refused"] == [{"path": str(a), "reason": "it is the copy another step of the plan keeps"}]
     assert a.read_text() == ENGLISH  # the last copy of the text stays in the archive
 
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import dedupdb
-from dedupdb.lsh import Banding, SuperShingles, candidate_keys, curve, super_shingle_keys
-from dedupdb.normalize import normalize
+from dedupdb.index.lsh import Banding, SuperShingles, candidate_keys, curve, super_shingle_keys
+from dedupdb.text.normalize import normalize
 
 from .conftest import write
 

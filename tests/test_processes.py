@@ -25,11 +25,12 @@ from pathlib import Path
 import pytest
 
 import dedupdb
-from dedupdb import migrate, parallel
+from dedupdb.storage import schema as migrate
+from dedupdb.ingest import workers as parallel
 from dedupdb.config import INGEST_BATCH, Settings
 from dedupdb.errors import DatabaseError, InputError, SettingsError
-from dedupdb.records import RecordOptions
-from dedupdb.store import Store
+from dedupdb.ingest.records import RecordOptions
+from dedupdb.storage.store import Store
 
 from .conftest import ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
 
@@ -237,7 +238,7 @@ def test_parent_watch_ends_an_orphan(tmp_path):
         "parent = os.getpid()\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
-        "    from dedupdb.parallel import _watch_parent\n"
+        "    from dedupdb.ingest.workers import _watch_parent\n"
         "    _watch_parent(parent, 0.02)\n"
         "    print('watching', flush=True)\n"
         "    time.sleep(60)\n"
@@ -310,7 +311,7 @@ def test_a_signal_stops_add_with_one_line_and_a_rerun_resumes(big_folder, tmp_pa
 
 def test_terminated_is_handled_like_ctrl_c(cli, tmp_path, monkeypatch):
     """In-process: the exception SIGTERM becomes rolls back like Ctrl-C and says so in one line."""
-    from dedupdb import cli as cli_module
+    from dedupdb.cli import commands as cli_module
     from dedupdb.database import Database
 
     def stopped(self, *args, **kwargs):
@@ -582,7 +583,7 @@ def test_read_only_database_that_needs_a_migration_says_so(db_path, stored, monk
 
 
 def test_new_database_in_a_read_only_folder(runner, tmp_path, monkeypatch):
-    from dedupdb.cli import app
+    from dedupdb.cli.commands import app
 
     folder = tmp_path / "locked"
     folder.mkdir()

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from dedupdb import runs as runs_module
-from dedupdb.store import Store
+from dedupdb.storage import runs as runs_module
+from dedupdb.storage.store import Store
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def small_runs(monkeypatch):
 @pytest.fixture
 def store(tmp_path):
     s = Store.open(tmp_path / "runs.db")
-    from dedupdb import migrate
+    from dedupdb.storage import schema as migrate
 
     migrate.apply(s.conn, migrate.available())
     yield s
@@ -457,7 +457,7 @@ def test_blocks_of_every_width_and_id_size_decode_at_once_whole_or_by_ranges(dec
 
 def test_compiled_decoding_is_taken_only_where_numba_is_loaded():
     """Decoding alone never loads numba (a cold query would pay for it); a process that has it decodes compiled."""
-    code = ("import sys; from dedupdb import compiled; print(compiled.decoder() is None); import numba; "
-            "print(compiled.decoder().__name__)")
+    code = ("import sys; from dedupdb.storage import decoding; print(decoding.decoder() is None); import numba; "
+            "print(decoding.decoder().__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["True", "dedupdb.fastdecode"]
+    assert out == ["True", "dedupdb.storage.fastdecode"]

@@ -1,4 +1,4 @@
-"""Connected components of the scale-out job against the union-find of `dedupdb.cluster`."""
+"""Connected components of the scale-out job against the union-find of `dedupdb.index.clusters`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedupdb.cluster import components
+from dedupdb.index.clusters import components
 from dedupdb.scaleout import components as scaleout
 
 TOP = 2**62 - 1  # content numbers are 62 bits

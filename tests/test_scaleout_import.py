@@ -16,14 +16,14 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from dedupdb import Database  # noqa: E402
-from dedupdb.cli import app  # noqa: E402
+from dedupdb.cli.commands import app  # noqa: E402
 from dedupdb.errors import InputError, SettingsError  # noqa: E402
-from dedupdb.fingerprint import Fingerprinter  # noqa: E402
-from dedupdb.lsh import scheme_meta  # noqa: E402
-from dedupdb.pipeline import sketch_records  # noqa: E402
-from dedupdb.records import Record, RecordOptions, open_record_file, read_records, sniff_encoding  # noqa: E402
+from dedupdb.sketch.fingerprint import Fingerprinter  # noqa: E402
+from dedupdb.index.lsh import scheme_meta  # noqa: E402
+from dedupdb.ingest.pipeline import sketch_records  # noqa: E402
+from dedupdb.ingest.records import Record, RecordOptions, open_record_file, read_records, sniff_encoding  # noqa: E402
 from dedupdb.scaleout import importer, layout  # noqa: E402
-from dedupdb.weights import CorpusIdf  # noqa: E402
+from dedupdb.text.weights import CorpusIdf  # noqa: E402
 
 from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER  # noqa: E402
 

@@ -14,9 +14,9 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from dedupdb import Database  # noqa: E402
-from dedupdb.cli import app  # noqa: E402
+from dedupdb.cli.commands import app  # noqa: E402
 from dedupdb.config import Settings  # noqa: E402
-from dedupdb.records import RecordOptions  # noqa: E402
+from dedupdb.ingest.records import RecordOptions  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(500)]
 

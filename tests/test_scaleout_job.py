@@ -15,14 +15,14 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from dedupdb import Database  # noqa: E402
-from dedupdb.cli import app  # noqa: E402
+from dedupdb.cli.commands import app  # noqa: E402
 from dedupdb.config import Settings  # noqa: E402
-from dedupdb.records import RecordOptions  # noqa: E402
+from dedupdb.ingest.records import RecordOptions  # noqa: E402
 from dedupdb.scaleout import stages  # noqa: E402
 from dedupdb.scaleout.inputs import shards  # noqa: E402
 from dedupdb.scaleout.layout import Manifest, content_number  # noqa: E402
-from dedupdb.pipeline import sketch_records  # noqa: E402
-from dedupdb.weights import DF_BUCKETS, CorpusIdf  # noqa: E402
+from dedupdb.ingest.pipeline import sketch_records  # noqa: E402
+from dedupdb.text.weights import DF_BUCKETS, CorpusIdf  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(3000)] + ["the", "a", "of", "and", "to", "in"]
 CJK = "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明"
@@ -266,7 +266,7 @@ def test_content_numbers_are_positive_62_bit():
 
 
 def test_judge_pairs_gives_the_stores_verdicts():
-    from dedupdb.verify import PairJudge, Signature
+    from dedupdb.sketch.verify import PairJudge, Signature
 
     rng = np.random.default_rng(3)
     base = np.sort(rng.choice(1 << 32, 200, replace=False)).astype(np.uint32)

@@ -9,11 +9,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedupdb.hashing import to_signed64, to_unsigned64
-from dedupdb.lsh import Banding, band_keys, optimal_banding
-from dedupdb.minhash import MinHasher, bottom_k, estimate_jaccard, sketch_jaccard
-from dedupdb.simhash import block_keys, block_layout, fingerprint, hamming
-from dedupdb.tokens import Tokenizer, shingle_hashes
+from dedupdb.text.hashing import to_signed64, to_unsigned64
+from dedupdb.index.lsh import Banding, band_keys, optimal_banding
+from dedupdb.sketch.minhash import MinHasher, bottom_k, estimate_jaccard, sketch_jaccard
+from dedupdb.sketch.simhash import block_keys, block_layout, fingerprint, hamming
+from dedupdb.text.tokens import Tokenizer, shingle_hashes
 
 u64 = st.integers(min_value=0, max_value=2**64 - 1)
 
@@ -37,7 +37,7 @@ def test_int64_round_trip_through_sqlite():
 
 def _signature_in_subprocess() -> list[int]:
     code = (
-        "from dedupdb.tokens import Tokenizer; from dedupdb.minhash import MinHasher;"
+        "from dedupdb.text.tokens import Tokenizer; from dedupdb.sketch.minhash import MinHasher;"
         "t = Tokenizer(3, 2); s = t.shingles(t.stream('the same text gives the same signature 今天天气很好'));"
         "print(list(MinHasher(128, 1).signature(s)[:16]))"
     )
@@ -212,7 +212,7 @@ _mixed_text = st.lists(
 @settings(max_examples=300, deadline=None)
 @given(_ascii_text)
 def test_ascii_tokens_hash_like_the_regex_path(text):
-    from dedupdb.tokens import _REPOST_NOISE, _TOKEN
+    from dedupdb.text.tokens import _REPOST_NOISE, _TOKEN
 
     fast = Tokenizer(2, 2).stream(text)  # ASCII without noise marks: bytes.translate and split
     slow_tokens = _TOKEN.findall(_REPOST_NOISE.sub(" ", text))
@@ -230,7 +230,7 @@ def test_text_with_noise_marks_takes_the_regex_path():
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(0, 2**32 - 1), max_size=300))
 def test_distinct_matches_numpy_unique(values):
-    from dedupdb.hashing import distinct, distinct_counts
+    from dedupdb.text.hashing import distinct, distinct_counts
 
     array = np.array(values, dtype=np.uint32)
     assert distinct(array).tolist() == np.unique(array).tolist()
@@ -261,7 +261,7 @@ def test_sketch_jaccard_is_exact_for_small_sets_and_agrees_with_sets(a, b, k):
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(1, 200), min_size=1, max_size=12), st.integers(0, 2**31))
 def test_batch_simhash_equals_one_at_a_time(lengths, seed):
-    from dedupdb.simhash import fingerprints
+    from dedupdb.sketch.simhash import fingerprints
 
     rng = np.random.default_rng(seed)
     features = rng.integers(0, 2**64, sum(lengths), dtype=np.uint64)
@@ -272,7 +272,7 @@ def test_batch_simhash_equals_one_at_a_time(lengths, seed):
 
 
 def test_minhash_of_long_texts_spans_chunks():
-    from dedupdb import minhash
+    from dedupdb.sketch import minhash
 
     hasher = MinHasher(64, 3)
     shingles = np.unique(np.random.default_rng(5).integers(0, 2**32, 3 * minhash._CHUNK_SHINGLES + 7).astype(np.uint32))
@@ -283,7 +283,7 @@ def test_minhash_of_long_texts_spans_chunks():
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.one_of(_ascii_text, _mixed_text), max_size=8), st.integers(1, 3), st.integers(1, 3))
 def test_batch_shingles_and_word_counts_equal_one_text_at_a_time(texts, word_ngram, cjk_ngram):
-    from dedupdb.hashing import distinct, distinct_counts
+    from dedupdb.text.hashing import distinct, distinct_counts
 
     tokenizer = Tokenizer(word_ngram, cjk_ngram)
     batch = tokenizer.batch(texts)
@@ -299,7 +299,7 @@ def test_batch_shingles_and_word_counts_equal_one_text_at_a_time(texts, word_ngr
 
 
 def test_idf_counts_each_document_once_per_bucket():
-    from dedupdb.weights import DF_BUCKETS, CorpusIdf, word_buckets
+    from dedupdb.text.weights import DF_BUCKETS, CorpusIdf, word_buckets
 
     rng = np.random.default_rng(3)
     documents = [np.unique(rng.integers(0, 2**64, int(n), dtype=np.uint64)) for n in rng.integers(1, 300, 50)]
@@ -328,7 +328,7 @@ def test_word_table_is_loaded_only_when_a_text_long_enough_for_simhash_needs_it(
     for i, text in enumerate(long_texts):
         (tmp_path / f"{i}.txt").write_text(text)
     code = (
-        "import sys, dedupdb; from dedupdb import weights; db = dedupdb.open(sys.argv[1], create=False); "
+        "import sys, dedupdb; from dedupdb.text import weights; db = dedupdb.open(sys.argv[1], create=False); "
         "db.query('a short question of a few words'); assert weights._word_table.cache_info().currsize == 0; "
         "hits = db.query(sys.argv[2]); assert weights._word_table.cache_info().currsize == 1; "
         "print(hits[0].key, hits[0].hamming)"
@@ -353,7 +353,7 @@ def test_chinese_idf_is_read_without_jieba_analyse():
     import sys
 
     code = (
-        "import sys; from dedupdb.tokens import jieba_idf; t, m = jieba_idf(); "
+        "import sys; from dedupdb.text.tokens import jieba_idf; t, m = jieba_idf(); "
         "assert len(t) > 200000 and 0 < m < 20; "
         "assert 'jieba.analyse' not in sys.modules and 'jieba.posseg' not in sys.modules"
     )
@@ -365,7 +365,7 @@ def test_chinese_idf_is_read_without_jieba_analyse():
        st.integers(1, 80))
 def test_sketch_overlap_counts_shared_shingles_like_sets(values, common, only_a, k):
     """Sets built to overlap: the whole-set shortcut and the sampled path both give what the sets say."""
-    from dedupdb.minhash import sketch_overlap
+    from dedupdb.sketch.minhash import sketch_overlap
 
     a = values[: common + only_a]
     b = values[:common] + values[common + only_a :]
@@ -381,7 +381,7 @@ def test_sketch_overlap_counts_shared_shingles_like_sets(values, common, only_a,
 
 
 def test_batch_simhash_in_parts_equals_one_at_a_time(monkeypatch):
-    from dedupdb import simhash
+    from dedupdb.sketch import simhash
 
     monkeypatch.setattr(simhash, "_TEXTS_AT_ONCE", 3)
     rng = np.random.default_rng(9)
@@ -396,7 +396,7 @@ def test_batch_simhash_in_parts_equals_one_at_a_time(monkeypatch):
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(0, 40), max_size=200))
 def test_distinct_first_counts_matches_numpy_unique(values):
-    from dedupdb.hashing import distinct_first_counts
+    from dedupdb.text.hashing import distinct_first_counts
 
     array = np.array(values, dtype=np.uint64)
     got = distinct_first_counts(array)

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dedupdb
-from dedupdb import sketchpack
+from dedupdb.storage import sketchpack
 from dedupdb.errors import DatabaseError
 
 from .conftest import ENGLISH, ENGLISH_OTHER, write

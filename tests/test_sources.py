@@ -5,8 +5,8 @@ import codecs
 import pytest
 
 from dedupdb.errors import ReadError
-from dedupdb.normalize import normalize
-from dedupdb.sources import decode, html_to_text, looks_binary
+from dedupdb.text.normalize import normalize
+from dedupdb.ingest.sources import decode, html_to_text, looks_binary
 
 from .conftest import CHINESE, ENGLISH
 
@@ -64,7 +64,7 @@ def test_normalize_folds_width_case_and_whitespace():
 from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from dedupdb.normalize import normalize_lines  # noqa: E402
+from dedupdb.text.normalize import normalize_lines  # noqa: E402
 
 _ALPHABET = st.sampled_from(
     list("abcXYZ 12,.!?\t") + list("，。！？（）：；　ＡＢｃ１２") + list("今天氣很好漢語測試们們") + ["\u200b", "ﬁ", "①", "ß", "K", "é", "é"]
@@ -90,14 +90,14 @@ def test_normalize_lines_of_ascii_matches_normalize_with_and_without_compiled_co
 
     lines = ascii_lines + other_lines
     expected = [normalize(line) for line in lines]
-    compiled = sys.modules.pop("dedupdb.fastsketch", None)
+    compiled = sys.modules.pop("dedupdb.sketch.fastsketch", None)
     try:
         assert normalize_lines(lines) == expected
     finally:
         if compiled is not None:
-            sys.modules["dedupdb.fastsketch"] = compiled
+            sys.modules["dedupdb.sketch.fastsketch"] = compiled
     pytest.importorskip("numba")
-    import dedupdb.fastsketch  # noqa: F401
+    import dedupdb.sketch.fastsketch  # noqa: F401
 
     assert normalize_lines(lines) == expected
 
@@ -110,7 +110,7 @@ def test_a_snippet_is_the_start_of_the_whole_text_collapsed(raw):
     """snippet() collapses a short start first and the longer one only when that is not enough: the same as
     collapsing the longer start at once."""
     from dedupdb.config import SNIPPET_CHARS
-    from dedupdb.pipeline import snippet
+    from dedupdb.ingest.pipeline import snippet
 
     assert snippet(raw) == " ".join(raw[: SNIPPET_CHARS * 4].split())[:SNIPPET_CHARS]
 
@@ -125,8 +125,8 @@ import json  # noqa: E402
 import os  # noqa: E402
 
 import dedupdb  # noqa: E402
-from dedupdb import sources  # noqa: E402
-from dedupdb.sources import Candidate, Skipped, WalkRules, walk  # noqa: E402
+from dedupdb.ingest import sources  # noqa: E402
+from dedupdb.ingest.sources import Candidate, Skipped, WalkRules, walk  # noqa: E402
 
 from .conftest import CHINESE_OTHER, ENGLISH_OTHER, write  # noqa: E402
 

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedupdb.minhash import bottom_k, sketch_overlap
-from dedupdb.verify import PairJudge, Signature, SketchTable, judge
+from dedupdb.sketch.minhash import bottom_k, sketch_overlap
+from dedupdb.sketch.verify import PairJudge, Signature, SketchTable, judge
 
-fastverify = pytest.importorskip("dedupdb.fastverify")
+fastverify = pytest.importorskip("dedupdb.sketch.fastverify")
 
 
 def _sketches(seed: int, count: int, k: int) -> list[np.ndarray]:

@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 import pytest
 
 import dedupdb
-from dedupdb import migrate
-from dedupdb.records import RecordOptions
+from dedupdb.storage import schema as migrate
+from dedupdb.ingest.records import RecordOptions
 
 from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
 

@@ -1,6 +1,6 @@
 """Connected components of the verified pairs: each content number labelled with the smallest of its cluster.
 
-The same labels as `dedupdb.cluster.components`, computed in one of two ways, chosen by the number of edges:
+The same labels as `dedupdb.index.clusters.components`, computed in one of two ways, chosen by the number of edges:
 
   * `driver_labels`: on the driver, vectorised numpy (dense relabelling, min-hooking and pointer jumping), while
     the edge list fits the driver's memory comfortably; it is much faster there, as Ray Data pays a fixed cost per
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..cluster import dense_components
+from dedupdb.index.clusters import dense_components
 
 if TYPE_CHECKING:
     import ray.data

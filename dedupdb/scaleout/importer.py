@@ -39,16 +39,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import ALGORITHM_VERSION, Settings
-from ..errors import DedupError, InputError, SettingsError
-from ..hashing import distinct, distinct_counts, distinct_first_counts
-from ..lsh import scheme_from_meta, scheme_meta
-from ..records import RecordOptions
-from ..store import CONTENT_ID_BITS, ContentRow
-from .layout import DOCUMENTS, PAIRS, SIGNATURES, Manifest
+from dedupdb.config import ALGORITHM_VERSION, Settings
+from dedupdb.errors import DedupError, InputError, SettingsError
+from dedupdb.text.hashing import distinct, distinct_counts, distinct_first_counts
+from dedupdb.index.lsh import scheme_from_meta, scheme_meta
+from dedupdb.ingest.records import RecordOptions
+from dedupdb.storage.store import CONTENT_ID_BITS, ContentRow
+from dedupdb.scaleout.layout import DOCUMENTS, PAIRS, SIGNATURES, Manifest
 
 if TYPE_CHECKING:
-    from ..database import Database
+    from dedupdb.database import Database
 
 # Rows read and stored at once (a transaction each).
 BATCH_ROWS = 50_000
@@ -110,7 +110,7 @@ def job_settings(manifest: Manifest) -> Settings:
 def open_for_import(path: str | Path | None, out: Path) -> "Database":
     """The database at path (None: the default one), made with the settings of the job in out if it does not exist;
     one that exists must be empty and have those settings (InputError, SettingsError otherwise, one line each)."""
-    from ..database import Database
+    from dedupdb.database import Database
 
     settings = job_settings(read_manifest(out))
     try:
@@ -183,7 +183,7 @@ def import_job(db: "Database", out: Path, progress: Progress | None = None) -> I
         store.write_meta({**scheme_meta(scheme), PENDING: "1", SOURCE: str(out.resolve())})
         ids = store.save_files([row for row, _ in files])
     if scheme_meta(scheme) != scheme_meta(db.banding):
-        from ..index import Indexer
+        from dedupdb.index.indexer import Indexer
 
         db.banding = scheme
         db.indexer = Indexer(store, settings, scheme, db.fingerprinter)
@@ -390,7 +390,7 @@ def _import_pairs(
 def _set_clusters(db: "Database", contents: _ContentMap, a: np.ndarray, b: np.ndarray, held: np.ndarray) -> int:
     """Label every content with the smallest id of its connected component; returns how many components hold two
     documents or more."""
-    from ..cluster import dense_components
+    from dedupdb.index.clusters import dense_components
 
     first, count = contents.first, len(contents)
     labels = dense_components(first + count, a, b)[first:]

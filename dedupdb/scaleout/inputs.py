@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import MAX_RECORD_BYTES
-from ..errors import InputError
-from ..sources import Candidate, WalkRules, walk
-from ..records import (
+from dedupdb.config import MAX_RECORD_BYTES
+from dedupdb.errors import InputError
+from dedupdb.ingest.sources import Candidate, WalkRules, walk
+from dedupdb.ingest.records import (
     BadRecord,
     EndOfRecords,
     Record,

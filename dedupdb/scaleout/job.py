@@ -31,14 +31,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..config import Settings
-from ..errors import DedupError, InputError
-from ..lsh import Candidates, scheme_meta
-from ..records import RecordOptions
-from ..weights import DF_BUCKETS
-from . import stages
-from .inputs import Shard, shards as find_shards
-from .layout import CLUSTERS, DOCUMENTS, IDF, PAIRS, SIGNATURES, UNIQUE, Manifest
+from dedupdb.config import Settings
+from dedupdb.errors import DedupError, InputError
+from dedupdb.index.lsh import Candidates, scheme_meta
+from dedupdb.ingest.records import RecordOptions
+from dedupdb.text.weights import DF_BUCKETS
+from dedupdb.scaleout import stages
+from dedupdb.scaleout.inputs import Shard, shards as find_shards
+from dedupdb.scaleout.layout import CLUSTERS, DOCUMENTS, IDF, PAIRS, SIGNATURES, UNIQUE, Manifest
 
 # Rows of a partition handled whole by one call: partitions are made at least this small (and at least two a
 # CPU, so every CPU has work while the largest is still going).
@@ -186,7 +186,7 @@ class Job:
         return self._grouped(joined, "join", _judge_joined, rows, settings=self.settings)
 
     def _components(self, verified) -> tuple[np.ndarray, np.ndarray]:
-        from .components import labels
+        from dedupdb.scaleout.components import labels
 
         started = time.perf_counter()
         nodes, found = labels(verified.select_columns(["a", "b"]), verified.count())
@@ -334,7 +334,7 @@ def _write_unique(found: list[Shard], clustered, folder: Path):
     """Each shard's records but those a cluster drops, written as a shard of the same format (uncompressed)."""
     import ray
 
-    from .unique import write_kept
+    from dedupdb.scaleout.unique import write_kept
 
     dropped: dict[int, list[str]] = {}
     for batch in _where(clustered, _is_dropped).select_columns(["input", "record"]).iter_batches(

@@ -70,7 +70,7 @@ class Manifest:
 
     @classmethod
     def read(cls, out: Path) -> "Manifest":
-        from ..errors import InputError
+        from dedupdb.errors import InputError
 
         path = out / MANIFEST
         try:

@@ -12,18 +12,18 @@ from functools import lru_cache
 import numpy as np
 import pyarrow as pa
 
-from ..config import Settings
-from ..errors import DedupError
-from ..fingerprint import Fingerprint, Fingerprinter, Sketch
-from ..grouping import keep_order, neighbours, stars
-from ..hashing import ranges, to_signed64, to_unsigned64
-from ..index import index_rows
-from ..lsh import Candidates
-from ..pipeline import sketch_records
-from ..verify import PairJudge, Signature
-from ..weights import CorpusIdf
-from .inputs import Shard, ShardRecord, shard_records
-from .layout import content_number, ordinal
+from dedupdb.config import Settings
+from dedupdb.errors import DedupError
+from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch
+from dedupdb.index.grouping import keep_order, neighbours, stars
+from dedupdb.text.hashing import ranges, to_signed64, to_unsigned64
+from dedupdb.index.indexer import index_rows
+from dedupdb.index.lsh import Candidates
+from dedupdb.ingest.pipeline import sketch_records
+from dedupdb.sketch.verify import PairJudge, Signature
+from dedupdb.text.weights import CorpusIdf
+from dedupdb.scaleout.inputs import Shard, ShardRecord, shard_records
+from dedupdb.scaleout.layout import content_number, ordinal
 
 # --- reading --------------------------------------------------------------------------------------------------
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from ..records import compression_of
-from .inputs import PARQUET, Shard, ShardRecord, header_line, local_copy, shard_records
+from dedupdb.ingest.records import compression_of
+from dedupdb.scaleout.inputs import PARQUET, Shard, ShardRecord, header_line, local_copy, shard_records
 
 
 def kept_name(index: int, shard: Shard) -> str:

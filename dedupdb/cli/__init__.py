@@ -1,0 +1,5 @@
+"""The dedupdb command: typer commands (thin: parse, one library call, render) and their rendering."""
+
+from dedupdb.cli.commands import app, main
+
+__all__ = ["app", "main"]

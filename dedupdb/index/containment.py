@@ -1,0 +1,107 @@
+"""The containment index: which stored texts hold a share of a query's shingles (winnowed runs, see
+sketch/winnowing.py), kept in the store's containment runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from dedupdb.config import Settings
+from dedupdb.storage.store import Store
+from dedupdb.sketch.winnowing import (
+    CANDIDATE_SHARE,
+    COMMON_POSTINGS,
+    QUERY_CANDIDATES,
+    QUERY_COMMON_POSTINGS,
+    Side,
+    candidates_by_share,
+    containment,
+    rows_of,
+    shared_counts,
+    smaller_first,
+)
+from dedupdb.text.hashing import distinct, distinct_counts, to_unsigned64
+
+
+class ContainmentIndex:
+    """Adds, removes and searches the containment rows of a store (inside the caller's transaction)."""
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+
+    @property
+    def min_shingles(self) -> int:
+        """Texts with fewer shingles than one winnowing window spans are never called contained: a phrase of a few
+        words lies in countless texts."""
+        return self.settings.winnow_window + self.settings.containment_ngram - 2
+
+    def add(self, fingerprints: dict[int, np.ndarray | None]) -> None:
+        self.store.insert_containment(*rows_of(fingerprints))
+
+    def remove(self, fingerprints: dict[int, np.ndarray | None]) -> None:
+        self.store.delete_containment(*rows_of(fingerprints))
+
+    def sides(self, content_ids: Iterable[int]) -> dict[int, Side]:
+        return {
+            cid: Side(shingles, sketch, fps, None if simhash is None else to_unsigned64(simhash))
+            for cid, (shingles, sketch, fps, simhash) in self.store.containment_sides(content_ids).items()
+        }
+
+    def search(self, query: Side, probe: np.ndarray, floor: float) -> dict[int, float]:
+        """Stored contents holding at least `floor` of the query's shingles: content id -> that share. Candidates
+        share a fingerprint with the query (probe: the hashes looked up); those sharing the most are scored."""
+        keys, ids, common = self.store.containment_postings(probe, COMMON_POSTINGS)
+        if len(ids) == 0 and len(common):  # nothing but common phrasing: look it up anyway, further
+            keys, ids, common = self.store.containment_postings(common, QUERY_COMMON_POSTINGS)
+        content_ids, counts = distinct_counts(ids)
+        # As for pairs: a text sharing too few fingerprints cannot hold floor of the query (common keys aside).
+        enough = counts + len(common) >= CANDIDATE_SHARE * floor * len(query.fingerprints if query.fingerprints is not None else ())
+        content_ids, counts = content_ids[enough], counts[enough]
+        best = candidates_by_share(content_ids.tolist(), counts.tolist(), QUERY_CANDIDATES)
+        sides = self.sides(best)
+        found = {}
+        for cid in best:
+            share = containment(query, sides[cid], self.settings.sketch_size) if cid in sides else None
+            if share is not None and share >= floor:
+                found[cid] = round(share, 4)
+        return found
+
+    def pairs_from(self, sides: dict[int, Side], floor: float) -> list[tuple[int, int]]:
+        """Pairs (a, b), a among these contents and b > a any stored content, in which the smaller text holds at least
+        `floor` of its shingles in the larger, found through a fingerprint they share."""
+        ids, keys = rows_of({cid: side.fingerprints for cid, side in sides.items()})
+        posting_keys, posting_ids, common = self.store.containment_postings(distinct(keys), COMMON_POSTINGS)
+        mine, theirs, shared = shared_counts(ids, keys, posting_keys, posting_ids)
+        later = theirs > mine
+        mine, theirs, shared = mine[later], theirs[later], shared[later]
+        # Most candidates share a fingerprint or two by chance: their sizes rule them out before a sketch is read.
+        sizes = {cid: (side.shingles, 0 if side.fingerprints is None else len(side.fingerprints))
+                 for cid, side in sides.items()}
+        sizes.update(self.store.containment_sizes(np.setdiff1d(theirs, list(sides)).tolist()))
+        known = np.array(sorted(sizes), np.int64)
+        table = np.array([sizes[c] for c in known.tolist()], np.int64).reshape(-1, 2)  # (shingles, fingerprints)
+        present = np.isin(theirs, known)  # a text gone meanwhile has none
+        mine, theirs, shared = mine[present], theirs[present], shared[present]
+        size_a, size_b = table[np.searchsorted(known, mine)], table[np.searchsorted(known, theirs)]
+        smaller = np.where((size_a[:, 0] <= size_b[:, 0])[:, None], size_a, size_b)
+        # Fingerprints under common keys were not counted: a's number of them bounds how many more a pair shares.
+        owners, counts = distinct_counts(ids[np.isin(keys, common)])
+        uncounted = np.zeros(len(mine), np.int64)
+        if len(owners):
+            at = np.minimum(np.searchsorted(owners, mine), len(owners) - 1)
+            uncounted = np.where(owners[at] == mine, counts[at], 0)
+        plausible = (smaller[:, 0] >= self.min_shingles) & (shared + uncounted >= CANDIDATE_SHARE * floor * smaller[:, 1])
+        keep = list(zip(mine[plausible].tolist(), theirs[plausible].tolist()))
+        others = self.sides({b for _, b in keep} - set(sides))
+        out = []
+        for a, b in keep:
+            side_a, side_b = sides[a], sides.get(b) or others.get(b)
+            if side_b is None:
+                continue
+            inner, outer = (side_a, side_b) if smaller_first(side_a, side_b) else (side_b, side_a)
+            share = containment(inner, outer, self.settings.sketch_size)
+            if share is not None and share >= floor:
+                out.append((a, b))
+        return out

@@ -1,0 +1,257 @@
+"""Keeps the store's indexes, pairs and clusters right as documents arrive, change and vanish.
+
+Every method here runs inside the caller's transaction: a batch is applied
+whole or not at all.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from dedupdb.index.clusters import components, dense_components
+from dedupdb.config import Settings
+from dedupdb.index.containment import ContainmentIndex
+from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch, kept_signatures
+from dedupdb.text.hashing import distinct, ranges, slot_hash, to_unsigned64
+from dedupdb.index.lsh import Candidates, candidate_keys
+from dedupdb.sketch.simhash import block_key_matrix
+from dedupdb.storage.store import INDEX_KEY_BITS, ContentRow, Store
+from dedupdb.sketch.verify import PairJudge, Signature, SketchTable, judge
+
+
+# Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.
+@dataclass(slots=True)
+class NewDocument:
+    key: str
+    file_id: int
+    record: str | None
+    content_hash: bytes  # of the normalized text (fingerprint.content_hash)
+    bytes: int
+    mtime_ns: int
+    snippet: str
+
+
+@dataclass(frozen=True)
+class Match:
+    content_id: int
+    jaccard: float
+    hamming: int | None
+    exact: bool
+
+
+# Slot numbers of the SimHash block pairs: above every LSH band (bands <= permutations <= 1024).
+SIMHASH_SLOTS = 1024
+# Candidate pairs verified at once (with the stored sketches they need in memory).
+VERIFY_PAIRS_AT_ONCE = 1 << 16
+
+
+class Indexer:
+    def __init__(self, store: Store, settings: Settings, banding: Candidates, fingerprinter: Fingerprinter) -> None:
+        self.store = store
+        self.settings = settings
+        self.banding = banding
+        self.fingerprinter = fingerprinter
+        self.containment = ContainmentIndex(store, settings)
+        self.judge = PairJudge(settings.threshold, settings.sketch_size)
+
+    # --- index keys ---------------------------------------------------------------
+
+    def _index_rows(self, fingerprints: dict[int, Fingerprint]) -> tuple[np.ndarray, np.ndarray]:
+        return index_rows(self.settings, self.banding, fingerprints)
+
+    def stored_fingerprints(self, rows: dict[int, ContentRow]) -> dict[int, Fingerprint]:
+        """Stored contents in the shape the index-row helpers take (their hash is not needed there), with the
+        MinHash signatures a store leaves out (those its sketches give whole, store.py) computed again."""
+        derived = [cid for cid, row in rows.items() if len(row.minhash) == 0 and len(row.sketch)]
+        signatures = dict(zip(derived, kept_signatures(self.settings, [rows[c].sketch for c in derived])))
+        return {
+            cid: Fingerprint(b"", row.chars, row.shingles, signatures.get(cid, row.minhash), row.sketch,
+                             _unsigned(row.simhash), row.fingerprints)
+            for cid, row in rows.items()
+        }
+
+    # --- adding ------------------------------------------------------------------
+
+    def add_documents(self, documents: list[NewDocument], sketches: dict[bytes, Sketch]) -> int:
+        """Store documents; sketches (by content hash) must hold every text the store does not know yet.
+        Returns how many new contents."""
+        if not documents:
+            return 0
+        hashes = [d.content_hash for d in documents]
+        held = Counter(hashes)  # documents of each text in this batch
+        known = self.store.content_ids_by_hash(list(held))
+        fresh = [h for h in held if h not in known]
+        fingerprints = self.fingerprinter.batch([sketches[h] for h in fresh])
+        content_ids = self.store.next_content_ids(len(fingerprints))
+        new_ids: dict[int, Fingerprint] = dict(zip(content_ids, fingerprints))
+        # Linked before their rows are written, so a new content is written into the cluster it joins: only
+        # clusters stored before are relabelled (a batch of near-duplicates onto a large store meets 100,000).
+        clusters = self._index_and_link(new_ids, stored=False)
+        self.store.insert_contents(fingerprints, content_ids, clusters, [held[h] for h in fresh])
+        self.containment.add({cid: fp.fingerprints for cid, fp in new_ids.items()})
+        self.store.change_document_counts({known[h]: held[h] for h in held if h in known})  # before fresh join known
+        for fp, content_id in zip(fingerprints, content_ids):
+            known[fp.content_hash] = content_id
+        self.store.insert_documents(
+            [(d.key, d.file_id, d.record, known[h], d.bytes, d.mtime_ns, d.snippet) for h, d in zip(hashes, documents)]
+        )
+        return len(new_ids)
+
+    def _index_and_link(self, new: dict[int, Fingerprint], stored: bool = True) -> dict[int, int]:
+        """Add the index rows of new contents, verify the candidates they meet, store the pairs and merge
+        their clusters. With stored false, the new contents have no rows yet: the cluster each joins is returned
+        ({content id: cluster}, for those not in their own) for their rows to be written with."""
+        ids, keys = self._index_rows(new)
+        (keys, ids), before = self.store.index_and_match(ids, keys)
+        candidates = _shared_keys(keys, ids, *before)
+        if not len(candidates):
+            return {}
+        mine = SketchTable.of({cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()})
+        pairs = []
+        # A part of the candidates at a time, with the stored sketches it needs: a batch onto a large store meets
+        # hundreds of thousands of stored texts, whose sketches at once would be hundreds of MB. Candidates come
+        # ordered by their smaller id, so a stored text's pairs are mostly in one part and its sketch read once.
+        for start in range(0, len(candidates), VERIFY_PAIRS_AT_ONCE):
+            part = candidates[start : start + VERIFY_PAIRS_AT_ONCE]
+            wanted = distinct(part.ravel())
+            missing = wanted[~np.isin(wanted, mine.ids, assume_unique=True)]
+            theirs = SketchTable(*self.store.sketch_columns(missing.tolist()))
+            pairs += self.judge.pairs(SketchTable.joined([theirs, mine]), part)  # stored ids come first
+        self.store.insert_pairs(pairs)
+        return self._merge_clusters([(a, b) for a, b, _, _ in pairs], None if stored else list(new))
+
+    def _merge_clusters(self, edges: list[tuple[int, int]], unstored: list[int] | None = None) -> dict[int, int]:
+        """Join the clusters that new pairs connect, each under the smallest cluster id among them (the labels
+        components() would give: a batch onto a large store joins a hundred thousand, so on arrays). Contents
+        not stored yet (unstored) are each their own cluster: their new cluster is returned, not written."""
+        if not edges:
+            return {}
+        ends = np.array(edges, np.int64).reshape(-1, 2)
+        members = distinct(ends.ravel())
+        fresh = np.isin(members, np.asarray(unstored or [], np.int64))
+        clusters = members.copy()
+        cluster_of = self.store.clusters_of(members[~fresh].tolist())
+        clusters[~fresh] = np.fromiter((cluster_of[m] for m in members[~fresh].tolist()), np.int64, int((~fresh).sum()))
+        labels = distinct(clusters)
+        node = np.searchsorted(labels, clusters)
+        roots = dense_components(len(labels), node[np.searchsorted(members, ends[:, 0])],
+                                 node[np.searchsorted(members, ends[:, 1])])
+        moved = np.flatnonzero(roots != np.arange(len(labels)))
+        olds, news = labels[moved], labels[roots[moved]]
+        # An unstored content is its own cluster and the only member of it: its label is its id.
+        mine = np.isin(olds, members[fresh])
+        self.store.relabel_clusters(dict(zip(olds[~mine].tolist(), news[~mine].tolist())))
+        return dict(zip(olds[mine].tolist(), news[mine].tolist()))
+
+    # --- removing ----------------------------------------------------------------
+
+    def remove_documents(self, documents: list[tuple[int, int]]) -> None:
+        """Forget (document id, content id) pairs; a content no document holds leaves the index,
+        and the cluster it belonged to is split into what is still connected."""
+        if not documents:
+            return
+        self.store.delete_documents([d for d, _ in documents])
+        orphans = self.store.change_document_counts(_negative_counts(documents))
+        if not orphans:
+            return
+        rows = self.store.contents(orphans)
+        affected = {row.cluster for row in rows.values()}
+        self.store.delete_index(*self._index_rows(self.stored_fingerprints(rows)))
+        self.containment.remove({cid: row.fingerprints for cid, row in rows.items()})
+        for content_id in orphans:
+            self.store.delete_content(content_id)
+        for cluster in affected:
+            members = self.store.cluster_members(cluster)
+            if members:
+                labels = components(members, self.store.pairs_among(members))
+                self.store.set_clusters({m: c for m, c in labels.items() if c != cluster})
+
+    # --- rebuilding --------------------------------------------------------------
+
+    def rebuild(self, progress=None) -> None:
+        """Recompute index rows, pairs and clusters from the stored signatures (after a banding change)."""
+        self.store.clear_index()
+        ids = self.store.all_content_ids()
+        for start in range(0, len(ids), 2000):
+            new = self.stored_fingerprints(self.store.contents(ids[start : start + 2000]))
+            self.containment.add({cid: fp.fingerprints for cid, fp in new.items()})
+            self._index_and_link(new)
+            if progress:
+                progress(min(start + 2000, len(ids)), len(ids))
+        # Every content was just read whole: those stored before checksums existed get theirs.
+        self.store.fill_checksums()
+
+    # --- searching ---------------------------------------------------------------
+
+    def search(self, fp: Fingerprint, threshold: float | None = None) -> list[Match]:
+        """Stored contents that are near-duplicates of a fingerprint, best first."""
+        exact = self.store.content_ids_by_hash([fp.content_hash]).get(fp.content_hash)
+        _, keys = self._index_rows({0: fp})
+        candidates = set(self.store.match_index(keys)[1].tolist())
+        candidates.discard(exact)
+        mine = Signature(fp.sketch, fp.simhash)
+        s = self.settings
+        limit = s.threshold if threshold is None else threshold
+        matches = [Match(exact, 1.0, 0 if fp.simhash is not None else None, True)] if exact else []
+        for cid, (sketch, simhash) in self.store.sketches(candidates).items():
+            verdict = judge(mine, Signature(sketch, _unsigned(simhash)), limit, s.simhash_distance, s.sketch_size)
+            if verdict.duplicate:
+                matches.append(Match(cid, verdict.jaccard, verdict.hamming, False))
+        matches.sort(key=lambda m: (-m.jaccard, m.hamming if m.hamming is not None else 65, m.content_id))
+        return matches
+
+
+def index_rows(settings: Settings, scheme: Candidates, fingerprints: dict[int, Fingerprint]) -> tuple[np.ndarray, np.ndarray]:
+    """(content ids, keys) of the index rows of many contents: one per LSH band (or, with the super-shingles
+    preset, one per pair of super-shingles) for a text with shingles, one per SimHash block pair for a text
+    with a SimHash; each key hashes its slot with the value in it. Two contents are candidates when they share
+    a key: in a store (Indexer) or in a scale-out job's shuffle alike."""
+    ids, keys = [np.empty(0, np.int64)], [np.empty(0, np.uint64)]
+    with_shingles = [cid for cid, fp in fingerprints.items() if fp.shingles]
+    if with_shingles:
+        signatures = np.stack([fingerprints[c].minhash for c in with_shingles])
+        matrix = candidate_keys(signatures, scheme).view(np.uint64)
+        ids.append(np.repeat(np.asarray(with_shingles, np.int64), matrix.shape[1]))
+        keys.append(slot_hash(matrix, np.arange(matrix.shape[1]), INDEX_KEY_BITS).ravel())
+    with_simhash = [cid for cid, fp in fingerprints.items() if fp.simhash is not None]
+    if with_simhash:
+        values = np.array([fingerprints[c].simhash for c in with_simhash], dtype=np.uint64)
+        matrix = block_key_matrix(values, settings.simhash_distance)
+        ids.append(np.repeat(np.asarray(with_simhash, np.int64), matrix.shape[1]))
+        keys.append(slot_hash(matrix, SIMHASH_SLOTS + np.arange(matrix.shape[1]), INDEX_KEY_BITS).ravel())
+    return np.concatenate(ids), np.concatenate(keys)
+
+
+def _unsigned(value: int | None) -> int | None:
+    return None if value is None else to_unsigned64(value)
+
+
+def _shared_keys(
+    keys: np.ndarray, ids: np.ndarray, stored_keys: np.ndarray, stored_ids: np.ndarray
+) -> np.ndarray:
+    """Candidate pairs, (n, 2) content ids (a < b) in order: new rows (keys, ids; in key order) sharing a key with
+    a stored row or with each other."""
+    lows = np.searchsorted(keys, stored_keys, "left")
+    meeting = np.searchsorted(keys, stored_keys, "right") - lows
+    # Every two new rows of one key: each row with the rows after it in its run of equal keys.
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.empty(0, np.int64)
+    ends = np.append(starts[1:], len(keys)) if len(keys) else starts
+    positions = np.arange(len(keys))
+    after = np.repeat(ends, ends - starts) - positions - 1
+    a = np.concatenate((ids[ranges(lows, meeting)], ids[np.repeat(positions, after)])).astype(np.int64)
+    b = np.concatenate((np.repeat(stored_ids, meeting), ids[ranges(positions + 1, after)])).astype(np.int64)
+    apart = a != b
+    low, high = np.minimum(a, b)[apart], np.maximum(a, b)[apart]
+    codes = distinct((low << 32) | high)  # content ids fit in 30 bits (store.py)
+    return np.column_stack((codes >> 32, codes & 0xFFFFFFFF))
+
+
+def _negative_counts(documents: list[tuple[int, int]]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for _, content_id in documents:
+        counts[content_id] = counts.get(content_id, 0) - 1
+    return counts
+

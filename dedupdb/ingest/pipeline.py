@@ -1,0 +1,597 @@
+"""The ingest loop: walk, read, skip what is unchanged, and hand batches to the indexer.
+
+Reading, decoding, normalizing and sketching a batch (read_files, sketch_records) run in worker processes
+while the batch before it is written. It knows no terminal: progress goes to an optional callback, and the outcome
+comes back as an AddSummary for the caller to render.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import BinaryIO
+
+import xxhash
+
+from dedupdb.config import (
+    COMMIT_SECONDS,
+    INGEST_BATCH,
+    MAX_FILE_BYTES,
+    SNIPPET_CHARS,
+    Settings,
+    ingest_batch,
+    parse_size,
+)
+from dedupdb.errors import DatabaseError, DedupError, InputError, ReadError
+from dedupdb.sketch.fingerprint import Sketch, load_compiled, sketch_texts
+from dedupdb.text.hashing import bytes_hash, content_hash
+from dedupdb.index.indexer import Indexer, NewDocument
+from dedupdb.ingest.workers import PendingWork, Work, WorkPool, default_workers
+from dedupdb.text.normalize import normalize, normalize_lines
+from dedupdb.ingest.records import (
+    BadRecord,
+    EndOfRecords,
+    RecordOptions,
+    compression_of,
+    open_record_file,
+    read_records,
+    sniff_encoding,
+)
+from dedupdb.ingest.sources import Candidate, Skipped, WalkRules, file_decoded, read_bytes, readable_name, walk
+from dedupdb.storage.store import FileRow, Store
+from dedupdb.ingest.summary import STDIN_NAME, AddSummary, Progress
+
+STDIN = "-"
+
+
+def add_targets(paths: list[str | Path], records: RecordOptions | None) -> list[Path]:
+    """The paths an add reads ('-': standard input), each checked before anything is read or stored: an add that
+    fails on its arguments fails before the command line makes a new database for it."""
+    targets = []
+    for given in paths:
+        if str(given) == STDIN:
+            if records is None or records.format == "auto":
+                raise InputError("reading standard input needs its record format: --records jsonl|csv|lines")
+            targets.append(Path(STDIN))
+            continue
+        path = Path(given).expanduser()
+        if not path.exists():
+            raise InputError(f"no such file or folder: {readable_name(path)}")
+        targets.append(path)
+    return targets
+# An add of at least this many bytes starts its workers at once; a smaller one sketches its first batch here and
+# starts them only if there is a second (a few files are done before workers would have started).
+POOL_AT_ONCE_BYTES = 8 * 1024 * 1024
+_SPOOL_BYTES = 32 * 1024 * 1024
+
+
+@dataclass
+class _Pending:
+    candidate: Candidate
+    known_digest: str | None  # of the bytes indexed before, for a file the store holds
+    existed: bool
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """What reading one changed file gave: made in a worker or inline, the same either way."""
+
+    digest: str = ""
+    unchanged: bool = False          # its bytes still hash to the digest indexed before
+    text_hash: bytes | None = None   # content hash of its normalized text; None when it holds no text
+    sketch: Sketch | None = None     # on the first file of a batch with that text
+    snippet: str = ""
+    bytes_read: int = 0
+    error: str | None = None         # why it could not be read
+    binary: bool = False
+    warning: str | None = None       # read, but with a caveat (undecodable bytes replaced)
+
+
+def read_files(settings: Settings, jobs: list[tuple[str, str | None, int]]) -> list[FileRead]:
+    """Read, decode, normalize and sketch files given as (path, digest indexed before or None, size limit).
+
+    The size limit travels with each job: workers are forked once, so a limit set later in the parent would
+    not reach them through a module global."""
+    out: list[FileRead] = []
+    texts: dict[bytes, str] = {}
+    for path, known_digest, max_bytes in jobs:
+        try:
+            data = read_bytes(Path(path), max_bytes)
+            digest = bytes_hash(data)
+            if digest == known_digest:
+                out.append(FileRead(digest, unchanged=True))
+                continue
+            decoded = file_decoded(Path(path), data)
+            raw = decoded.text
+            text = normalize(raw)
+        except ReadError as exc:
+            out.append(FileRead(error=exc.reason, binary=exc.reason.startswith("binary")))
+            continue
+        text_hash = content_hash(text) if text else None
+        if text_hash is not None:
+            texts.setdefault(text_hash, text)
+        out.append(FileRead(digest, False, text_hash, None, snippet(raw), len(data), warning=decoded.note))
+    sketches = {s.content_hash: s for s in sketch_texts(settings, list(texts.values()))}
+    return [replace(r, sketch=sketches.pop(r.text_hash)) if r.text_hash in sketches else r for r in out]
+
+
+def sketch_records(settings: Settings, raws: list[str]) -> list[tuple[bytes | None, Sketch | None, str]]:
+    """(content hash, sketch, snippet) of each record's text (None for one without text); each distinct text of
+    the list is sketched once, and only its first record carries the sketch. The snippets are made here too: in
+    a worker, not in the process that writes the store."""
+    # Newlines inside a record are whitespace like any other once normalized.
+    texts = normalize_lines([raw.replace("\n", " ") for raw in raws])
+    hashes = [content_hash(t) if t else None for t in texts]
+    distinct = {h: t for h, t in zip(hashes, texts) if h is not None}
+    sketches = {s.content_hash: s for s in sketch_texts(settings, list(distinct.values()))}
+    return [(h, sketches.pop(h, None), snippet(raw)) if h is not None else (None, None, "") for h, raw in zip(hashes, raws)]
+
+
+def _sketches_of(results: list[Sketch | None]) -> dict[bytes, Sketch]:
+    return {s.content_hash: s for s in results if s is not None}
+
+
+class Ingest:
+    def __init__(
+        self,
+        store: Store,
+        indexer: Indexer,
+        workers: int | None = None,
+        max_file_bytes: int | str | None = None,
+        max_record_bytes: int | str | None = None,
+    ) -> None:
+        """max_file_bytes: larger files are reported as failed (default config.MAX_FILE_BYTES, 64 MiB);
+        max_record_bytes: longer records are reported as bad (default records.MAX_RECORD_BYTES, 16 MiB). Both
+        take bytes or a size such as '200K', '64M', '1G'."""
+        self.max_file_bytes = MAX_FILE_BYTES if max_file_bytes is None else parse_size(max_file_bytes, "max_file_size")
+        self.max_record_bytes = None if max_record_bytes is None else parse_size(max_record_bytes, "max_record_size")
+        self.store = store
+        self.indexer = indexer
+        self.summary = AddSummary()
+        self._pending: list[_Pending] = []
+        self._known: dict[str, FileRow] = {}  # what the store knew of these files before this run
+        self._workers = default_workers() if workers is None else workers
+        self._pool: WorkPool | None = None
+        self._batches = 0
+        self._in_flight: tuple[PendingWork, Callable] | None = None
+        self._progress: Progress | None = None
+        self._bytes_total = 0
+        self._bytes_before = 0  # of the files done
+        self._stored_before = 0  # distinct texts the store held when this add began
+
+    # --- one batch in flight -------------------------------------------------------
+
+    def _submit(self, work: Work, items: list, apply: Callable[[list], None]) -> None:
+        """Have work(settings, items) done (by workers once the ingest proves large) and apply(results) run in
+        order: batch N is read and sketched while batch N - 1 is written."""
+        self._batches += 1
+        if self._pool is None and self._workers > 0 and self._batches >= 2:
+            self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled)
+        pending = self._pool.submit(work, items) if self._pool else None
+        self._drain()
+        if pending is None:
+            apply(work(self.indexer.settings, items))
+        else:
+            self._in_flight = (pending, apply)
+
+    def _drain(self) -> None:
+        if self._in_flight is not None:
+            pending, apply = self._in_flight
+            self._in_flight = None
+            apply(pending.result())
+
+    def _close_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def run(
+        self,
+        paths: list[Path],
+        rules: WalkRules = WalkRules(),
+        exclude: tuple[str, ...] = (),
+        progress: Progress | None = None,
+        records: RecordOptions | None = None,
+        stdin: BinaryIO | None = None,
+    ) -> AddSummary:
+        started = time.perf_counter()
+        roots = []
+        for path in add_targets(paths, records):
+            if str(path) == STDIN:
+                continue
+            resolved = path.resolve()
+            if readable_name(resolved) != str(resolved):
+                # Its bytes reach Python as surrogates, which the store cannot hold: this one fails, the rest go on.
+                self.summary.failed.append((readable_name(resolved), "name is not valid UTF-8"))
+                continue
+            roots.append(resolved)
+        found: list[Candidate] = []
+        seen: set[str] = set()
+        for root in roots:
+            for item in walk(root, rules, exclude):
+                if isinstance(item, Skipped):
+                    self.summary.skipped.append((str(item.path), item.reason))
+                elif str(item.path) not in seen:  # overlapping paths given (a folder and a file inside it)
+                    seen.add(str(item.path))
+                    found.append(item)
+        for root in roots:
+            rows = self.store.files_under(str(root)) if root.is_dir() else [self.store.file_by_path(str(root))]
+            self._known.update((row.path, row) for row in rows if row is not None)
+        self._progress, self._bytes_total = progress, sum(c.size for c in found)
+        self._stored_before = self.store.content_count()
+        if self._workers > 0 and self._bytes_total >= POOL_AT_ONCE_BYTES:
+            # Plainly a large add: the workers start before this process sketches anything, so they are forked
+            # small (a process that has sketched Chinese holds jieba's dictionary, and every fork a copy).
+            self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled)
+        with self.store.grouped_commits(COMMIT_SECONDS):
+            try:
+                if any(str(p) == STDIN for p in paths):
+                    self._ingest_stdin(stdin, self._with_limit(records.resolved(records.format)))
+                for candidate in found:
+                    options = self._record_options(candidate, records)
+                    if options:
+                        self._flush()
+                        self._ingest_record_file(candidate, options)
+                    elif compression_of(candidate.path):
+                        self.summary.skipped.append((str(candidate.path), _COMPRESSED_DOCUMENT))
+                    else:
+                        self._consider(candidate)
+                        if len(self._pending) >= self.batch_size():
+                            self._flush()
+                    self._bytes_before += candidate.size
+                    self.report_progress(0)
+                self._flush()
+                self._drain()
+            finally:
+                # An interrupted batch is simply not applied (its files are read again next time); the batches
+                # applied before it are committed on the way out.
+                self._in_flight = None
+                self._close_pool()
+            for root in roots:
+                if root.is_dir():
+                    self._notice_missing(root, seen)
+        self.summary.seconds = time.perf_counter() - started
+        return self.summary
+
+    def batch_size(self) -> int:
+        """Documents per batch: more as the store grows (config.ingest_batch), counting what this add stored."""
+        return ingest_batch(self._stored_before + self.summary.new_contents, INGEST_BATCH)
+
+    def report_progress(self, within_file: int) -> None:
+        """Bytes read so far: the files done, and this many of the file being read (a record file, batch by
+        batch, so a single large corpus moves the bar too)."""
+        if self._progress:
+            self._progress(min(self._bytes_before + within_file, self._bytes_total), self._bytes_total)
+
+    def _record_options(self, candidate: Candidate, records: RecordOptions | None) -> RecordOptions | None:
+        """How to read a file as records: as asked, or as it was read before when nothing is asked, so that a
+        plain 'add FOLDER' keeps reading a record file as records."""
+        if records is not None:
+            fmt = records.format_for(candidate.path)
+            return self._with_limit(records.resolved(fmt)) if fmt else None
+        known = self._known.get(str(candidate.path))
+        if known is not None and known.kind == "records" and known.options:
+            return self._with_limit(RecordOptions.from_json(known.options))
+        return None
+
+    def _with_limit(self, options: RecordOptions) -> RecordOptions:
+        """The record limit asked for in this add, if one was; it is part of how the file is read, so a file read
+        before with another limit is read again."""
+        return options if self.max_record_bytes is None else replace(options, max_record_bytes=self.max_record_bytes)
+
+    # --- whole files ---------------------------------------------------------------
+
+    def _consider(self, candidate: Candidate) -> None:
+        path = str(candidate.path)
+        known = self._known.get(path)
+        live = known is not None and known.status != "missing"
+        if live and known.size == candidate.size and known.mtime_ns == candidate.mtime_ns:
+            self.summary.unchanged += 1
+            return
+        self._pending.append(_Pending(candidate, known.digest if live else None, live))
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        jobs = [(str(i.candidate.path), i.known_digest, self.max_file_bytes) for i in batch]
+        self._submit(read_files, jobs, lambda reads: self._apply(batch, reads))
+
+    def _apply(self, batch: list[_Pending], reads: list[FileRead]) -> None:
+        read: list[tuple[_Pending, FileRead]] = []
+        additions: list[NewDocument] = []
+        with self.store.transaction():
+            for item, result in zip(batch, reads):
+                path, c = str(item.candidate.path), item.candidate
+                if result.error is not None:
+                    (self.summary.skipped if result.binary else self.summary.failed).append((path, result.error))
+                elif result.unchanged:
+                    self.store.touch_file(self._known[path].id, c.size, c.mtime_ns)
+                    self.summary.unchanged += 1
+                else:
+                    read.append((item, result))
+                    self.summary.bytes_read += result.bytes_read
+                    if result.warning:
+                        self.summary.warnings.append((path, result.warning))
+            read = self._not_stored_meanwhile(read)
+            file_ids = self.store.save_files(
+                [
+                    (str(i.candidate.path), i.candidate.size, i.candidate.mtime_ns, r.digest,
+                     "indexed" if r.text_hash else "empty", "file", 0, None)
+                    for i, r in read
+                ]
+            )
+            removals = []
+            for item, result in read:
+                c = item.candidate
+                file_id = file_ids[str(c.path)]
+                if item.existed:
+                    removals += self.store.documents_of_file(file_id)
+                if result.text_hash:
+                    additions.append(
+                        NewDocument(str(c.path), file_id, None, result.text_hash, c.size, c.mtime_ns, result.snippet)
+                    )
+            self.indexer.remove_documents(removals)
+            sketches = _sketches_of([r.sketch for r in reads])
+            self.summary.new_contents += self.indexer.add_documents(additions, sketches)
+        for item, _ in read:
+            (self.summary.updated if item.existed else self.summary.added).append(str(item.candidate.path))
+
+    def _not_stored_meanwhile(self, read: list[tuple[_Pending, FileRead]]) -> list[tuple[_Pending, FileRead]]:
+        """The files of `read` still to be stored, seen under the write lock: what is new or changed was decided
+        from the store as it was when this add began, and another add of the same files may have stored them
+        since. A file stored meanwhile with the bytes read here is unchanged; one stored with other bytes is
+        replaced, its documents dropped first, as if this add had known it."""
+        stored = self.store.existing_keys([str(i.candidate.path) for i, _ in read if not i.existed])
+        out = []
+        for item, result in read:
+            path, c = str(item.candidate.path), item.candidate
+            if not item.existed and path not in stored:
+                out.append((item, result))
+                continue
+            row = self.store.file_by_path(path)
+            before = self._known.get(path)
+            if row is not None and before is not None and row == before:
+                out.append((item, result))  # as this add found it: nobody else wrote it
+            elif row is not None and row.status != "missing" and row.kind == "file" and row.digest == result.digest:
+                self.store.touch_file(row.id, c.size, c.mtime_ns)
+                self.summary.unchanged += 1
+            else:
+                out.append((replace(item, existed=True), result))
+        return out
+
+    # --- record files --------------------------------------------------------------
+
+    def _ingest_record_file(self, candidate: Candidate, options: RecordOptions) -> None:
+        """A record file read whole, or only past what an earlier read got through when that part is unchanged.
+
+        A compressed file is read through its decompressed bytes; its stored size and offset are of those, and
+        its digest carries the compressed size ('HASH@SIZE'), which with its time tells a changed file. A
+        compressed file that changed cannot be appended to in general, so it is read again whole; an
+        interrupted read of one (no time stored yet) goes on past the decompressed bytes it got through, once
+        they hash as before."""
+        path = str(candidate.path)
+        known = self._known.get(path)
+        live = known is not None and known.status != "missing"
+        same_reading = live and known.kind == "records" and known.options == options.to_json()
+        compressed = compression_of(candidate.path) is not None
+        size_tag = f"@{candidate.size}" if compressed else ""
+        if compressed:
+            same_size = same_reading and known.digest.endswith(size_tag)
+        else:
+            same_size = same_reading and known.size == candidate.size
+        if same_size and known.mtime_ns == candidate.mtime_ns:
+            self.summary.unchanged += 1
+            return
+        if compressed:
+            may_go_on = same_reading and known.mtime_ns == 0  # an interrupted read
+        else:
+            may_go_on = same_reading and candidate.size >= known.size
+        try:
+            with open_record_file(candidate.path) as stream:
+                hasher = xxhash.xxh3_128()
+                start = (0, 0)
+                if (
+                    may_go_on
+                    and _ends_a_line(stream, known.size)
+                    and _hash_prefix(stream, known.size, hasher) == known.digest.split("@")[0]
+                ):
+                    start = (known.size, known.records)  # grown, or read part-way before: go on from there
+                    if not compressed and known.size == candidate.size:
+                        with self.store.transaction():
+                            self.store.touch_file(known.id, candidate.size, candidate.mtime_ns)
+                        self.summary.unchanged += 1
+                        return
+                else:
+                    hasher = xxhash.xxh3_128()
+                read = _RecordRead(self, path, candidate.mtime_ns, options, replace=live and start == (0, 0))
+                read.watched, read.found = True, known
+                read.digest_suffix = size_tag
+                read.run(stream, start, hasher, None if compressed else candidate.size)
+        except OSError as exc:
+            self.summary.failed.append((path, exc.strerror or str(exc)))
+            return
+        except DatabaseError:
+            raise  # the store, not this file, failed (a full disk): the whole add stops, one line
+        except DedupError as exc:
+            self.summary.failed.append((path, str(exc)))
+            return
+        (self.summary.updated if live else self.summary.added).append(path)
+
+    def _ingest_stdin(self, stdin: BinaryIO | None, options: RecordOptions) -> None:
+        """Standard input is read as the record file '<stdin>': each add replaces what it held before."""
+        import sys
+
+        if stdin is None and sys.stdin is None:  # started with standard input closed ('<&-')
+            raise InputError("standard input is closed")
+        source = stdin if stdin is not None else sys.stdin.buffer
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:  # record reading needs to seek
+            size = 0
+            while chunk := source.read(1 << 20):
+                spool.write(chunk)
+                size += len(chunk)
+            known = self.store.file_by_path(STDIN_NAME)
+            live = known is not None and known.status != "missing"
+            read = _RecordRead(self, STDIN_NAME, time.time_ns(), options, replace=live, key_prefix="stdin")
+            read.run(spool, (0, 0), xxhash.xxh3_128(), size)
+        (self.summary.updated if live else self.summary.added).append(STDIN_NAME)
+
+    # --- vanished files ------------------------------------------------------------
+
+    def _notice_missing(self, root: Path, seen: set[str]) -> None:
+        gone = [f for f in self.store.files_under(str(root)) if f.status != "missing" and f.path not in seen]
+        gone = [f for f in gone if _vanished(f.path)]
+        if not gone:
+            return
+        with self.store.transaction():
+            for f in gone:
+                self.indexer.remove_documents(self.store.documents_of_file(f.id))
+                self.store.set_file_status(f.id, "missing")
+        self.summary.missing += [f.path for f in gone]
+
+
+class _RecordRead:
+    """Streams one record file into the store in batches; the file row records how far it got, so an
+    interrupted read resumes and a grown file is read only past what was read before."""
+
+    def __init__(
+        self, ingest: Ingest, path: str, mtime_ns: int, options: RecordOptions, replace: bool, key_prefix: str = ""
+    ) -> None:
+        self.ingest = ingest
+        self.path = path
+        self.mtime_ns = mtime_ns
+        self.options = options
+        self.replace = replace  # the records stored for this file so far are to be dropped first
+        self.key_prefix = key_prefix or path
+        self.digest_suffix = ""  # '@SIZE' for a compressed file: its compressed size, stored with the digest
+        # With watched, the file's row as this read found it or last wrote it (standard input is not watched: each
+        # add of it replaces what it held). Another add reading the same file moves the row on: this read then
+        # leaves the file to it (the records are the same), rather than store them twice or call them duplicates.
+        self.watched = False
+        self.found: FileRow | None = None
+        self.left = False
+
+    def run(self, stream: BinaryIO, start: tuple[int, int], hasher, size: int | None) -> None:
+        """Read from start on; the read is done once offset reaches size (None: once the records end, for a
+        compressed file whose decompressed size is known only then)."""
+        stream.seek(0)
+        encoding = sniff_encoding(stream.read(64 * 1024))
+        batch: list[tuple[str, str, str, int]] = []
+        offset, line = start
+        ended = False
+        summary = self.ingest.summary
+        for item in read_records(stream, self.options, start[0], start[1], encoding, hasher):
+            offset, line = item.end_offset, item.end_line  # physical lines, so a resumed read counts on right
+            if isinstance(item, BadRecord):
+                summary.note_bad(f"{self.path}:{item.line}", item.reason)
+                continue
+            if isinstance(item, EndOfRecords):
+                ended = True
+                continue
+            key = f"{self.key_prefix}#{item.record_id}"
+            batch.append((key, item.record_id, item.text, item.line))
+            if len(batch) >= self.ingest.batch_size():
+                self._flush(batch, offset, line, hasher.hexdigest() + self.digest_suffix, done=False)
+                batch = []
+                if self.left:
+                    return
+        done = ended if size is None else offset >= size
+        self._flush(batch, offset, line, hasher.hexdigest() + self.digest_suffix, done=done)
+        summary.bytes_read += offset - start[0]
+
+    def _flush(self, batch, offset: int, line: int, digest: str, done: bool) -> None:
+        self.ingest._submit(
+            sketch_records, [raw for _, _, raw, _ in batch],
+            lambda results: self._apply(batch, results, offset, line, digest, done),
+        )
+        if not self.digest_suffix:  # a compressed file's offsets count decompressed bytes: it moves the bar at its end
+            self.ingest.report_progress(offset)
+
+    def _apply(self, batch, results, offset: int, line: int, digest: str, done: bool) -> None:
+        store = self.ingest.store
+        if self.left:
+            return
+        with store.transaction():
+            if self.watched and store.file_by_path(self.path) != self.found:
+                self.left = True
+                return
+            ids = store.save_files(
+                [(self.path, offset, self.mtime_ns if done else 0, digest, "indexed", "records", line,
+                  self.options.to_json())]
+            )
+            file_id = ids[self.path]
+            if self.replace:
+                self.ingest.indexer.remove_documents(store.documents_of_file(file_id))
+                self.replace = False
+            # Earlier batches are in the store by now, so a repeated id shows either there or in this batch:
+            # no set of every key read needs to be held, however long the file.
+            taken = store.existing_keys([key for key, _, _, _ in batch])
+            documents = []
+            for (key, record_id, raw, line), (text_hash, _, text_snippet) in zip(batch, results):
+                if text_hash is None:
+                    continue
+                if key in taken:
+                    self.ingest.summary.note_bad(f"{self.path}:{line}", f"duplicate id {record_id!r}")
+                    continue
+                taken.add(key)
+                size = len(raw.encode("utf-8"))
+                documents.append(NewDocument(key, file_id, record_id, text_hash, size, self.mtime_ns, text_snippet))
+            sketches = _sketches_of([sketch for _, sketch, _ in results])
+            self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
+            self.ingest.summary.records += len(documents)
+            if self.watched:
+                self.found = store.file_by_path(self.path)
+
+
+_COMPRESSED_DOCUMENT = (
+    "compressed: only record files are read compressed (JSONL or CSV by their suffix, or any with --records or --lines)"
+)
+
+
+def _vanished(path: str) -> bool:
+    """True only when the file is really not there: a folder that cannot be read says nothing of its files."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _ends_a_line(stream: BinaryIO, offset: int) -> bool:
+    """Whether what was read before ended with a whole line: only then can reading go on from there (a last
+    line still being written when it was read must be read again whole)."""
+    if offset == 0:
+        return True
+    stream.seek(offset - 1)
+    return stream.read(1) == b"\n"
+
+
+def _hash_prefix(stream: BinaryIO, length: int, hasher) -> str:
+    """Feed the first length bytes of stream to hasher and return its digest."""
+    stream.seek(0)
+    remaining = length
+    while remaining > 0:
+        chunk = stream.read(min(remaining, 1 << 20))
+        if not chunk:
+            break
+        hasher.update(chunk)
+        remaining -= len(chunk)
+    return hasher.hexdigest()
+
+
+_SNIPPET_TRY = SNIPPET_CHARS + SNIPPET_CHARS // 4  # raw characters that nearly always give a whole snippet
+
+
+def snippet(raw_text: str) -> str:
+    """The start of the original text with its whitespace collapsed, for listings. A start collapsed is the
+    start of the whole collapsed, so a short start is tried first: it is enough unless its whitespace is long."""
+    head = " ".join(raw_text[:_SNIPPET_TRY].split())
+    if len(head) < SNIPPET_CHARS and len(raw_text) > _SNIPPET_TRY:
+        head = " ".join(raw_text[: SNIPPET_CHARS * 4].split())
+    return head[:SNIPPET_CHARS]

@@ -1,0 +1,509 @@
+"""Reading record files: one text per line, JSON Lines, or CSV with a header row.
+
+Records stream from a binary file in bounded memory, each with its 1-based line
+number and the byte offset just past it, so an ingest can stop after any record
+and later resume (or read only what a grown file appended) from that offset.
+"""
+
+from __future__ import annotations
+
+import bz2
+import csv
+import gzip
+import io
+import json
+import lzma
+import zlib
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from dedupdb.errors import InputError
+from dedupdb.config import MAX_RECORD_BYTES, size_text
+from dedupdb.ingest.sources import decode, valid_utf8
+
+FORMATS = ("jsonl", "csv", "lines")
+_BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv"}
+_SAMPLE_BYTES = 64 * 1024
+# Compressed record files are read through these (streamed, never decompressed whole); the record format is
+# that of the suffix before the compression suffix ('a.jsonl.gz' is JSON Lines).
+COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstd"}
+# The lines of a CSV record are bounded together as they are read (whatever limit an add sets), so the csv
+# module's own per-field limit must not cut in first.
+csv.field_size_limit(2**31 - 1)
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """How to read record files: the format ('auto' picks by file suffix), the fields to use, and the record
+    limit (None: MAX_RECORD_BYTES). They are stored with each record file, so a file read with another limit is
+    read again: raising the limit brings in the records it left out."""
+
+    format: str = "auto"
+    text_field: str | None = None
+    id_field: str | None = None
+    max_record_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.format not in ("auto", *FORMATS):
+            raise InputError(f"unknown record format {self.format!r}; use one of auto, {', '.join(FORMATS)}")
+        limit = self.max_record_bytes
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            raise InputError(f"the record limit must be a number of bytes of at least 1, got {limit!r}")
+
+    def format_for(self, path: Path) -> str | None:
+        """The format a file is read in, or None when it is an ordinary document."""
+        if self.format != "auto":
+            return self.format
+        return _BY_SUFFIX.get(inner_suffix(path))
+
+    def resolved(self, fmt: str) -> "RecordOptions":
+        """These options for one concrete format; JSONL and CSV read the field 'text' unless told otherwise."""
+        text_field = self.text_field or ("text" if fmt in ("jsonl", "csv") else None)
+        return RecordOptions(fmt, text_field, self.id_field, self.max_record_bytes)
+
+    def to_json(self) -> str:
+        fields = asdict(self)
+        if fields["max_record_bytes"] is None:
+            del fields["max_record_bytes"]  # files read with the default limit keep the JSON they always had
+        return json.dumps(fields, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RecordOptions":
+        return cls(**json.loads(text))
+
+
+def compression_of(path: Path | str) -> str | None:
+    """The compression a file's name says it is in ('gzip', 'bzip2', 'xz', 'zstd'), or None."""
+    return COMPRESSION_SUFFIXES.get(Path(path).suffix.lower())
+
+
+def inner_suffix(path: Path) -> str:
+    """The suffix that names a file's format, before any compression suffix ('.jsonl' of 'a.jsonl.gz')."""
+    if compression_of(path):
+        path = path.with_suffix("")
+    return path.suffix.lower()
+
+
+class CorruptCompressedFile(InputError):
+    """A compressed record file whose data does not decompress (truncated or damaged)."""
+
+
+def _decompression_errors(compression: str) -> tuple[type[BaseException], ...]:
+    """What the decompressors raise on damaged data (gzip.BadGzipFile and bz2's errors are OSErrors). zstandard
+    is imported only for a .zst file, so that starting dedupdb does not pay for it."""
+    errors: tuple[type[BaseException], ...] = (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile)
+    if compression == "zstd":
+        import zstandard
+
+        errors += (zstandard.ZstdError,)
+    return errors
+
+
+class _Decompressed(io.RawIOBase):
+    """The decompressed bytes of a compressed file, readable, and seekable as the record reader needs: forward by
+    reading on, backward by starting over from the beginning (a resumed read seeks forward once; a CSV record
+    given up after an unclosed quote seeks back a little). Damaged data raises CorruptCompressedFile."""
+
+    def __init__(self, path: Path, compression: str) -> None:
+        self._path = path
+        self._compression = compression
+        self._errors = _decompression_errors(compression)
+        self._file: BinaryIO | None = None
+        self._inner = None
+        self._position = 0
+        self._open()
+
+    def _open(self) -> None:
+        self._close_inner()
+        self._file = open(self._path, "rb")
+        try:
+            if self._compression == "gzip":
+                self._inner = gzip.GzipFile(fileobj=self._file, mode="rb")
+            elif self._compression == "bzip2":
+                self._inner = bz2.BZ2File(self._file, "rb")
+            elif self._compression == "xz":
+                self._inner = lzma.LZMAFile(self._file, "rb")
+            else:
+                import zstandard
+
+                self._inner = zstandard.ZstdDecompressor().stream_reader(self._file, read_across_frames=True)
+        except self._errors as exc:
+            self._close_inner()
+            raise self._corrupt(exc) from None
+        self._position = 0
+
+    def _corrupt(self, exc: BaseException) -> CorruptCompressedFile:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        return CorruptCompressedFile(f"corrupt {self._compression} data ({detail})")
+
+    def _close_inner(self) -> None:
+        for item in (self._inner, self._file):
+            if item is not None:
+                item.close()
+        self._inner = self._file = None
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        try:
+            data = self._inner.read(len(buffer))
+        except (*self._errors, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno is not None:
+                raise  # the disk, not the data ("Invalid data stream" of bz2 has no errno)
+            raise self._corrupt(exc) from None
+        buffer[: len(data)] = data
+        self._position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self._position
+        elif whence != io.SEEK_SET:
+            raise io.UnsupportedOperation("a compressed file is seeked from its start only")
+        if offset < self._position:
+            self._open()
+        while self._position < offset:
+            chunk = bytearray(min(offset - self._position, 1 << 20))
+            if not self.readinto(chunk):
+                break
+        return self._position
+
+    def close(self) -> None:
+        self._close_inner()
+        super().close()
+
+
+def open_record_file(path: Path) -> BinaryIO:
+    """A record file opened for reading: its bytes, or for a compressed one its decompressed bytes, streamed
+    (CorruptCompressedFile when they do not decompress)."""
+    compression = compression_of(path)
+    if compression is None:
+        return open(path, "rb")
+    return io.BufferedReader(_Decompressed(path, compression), 1 << 16)
+
+
+# Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.
+@dataclass(slots=True)
+class Record:
+    line: int          # where the record starts, 1-based
+    record_id: str     # the id field, or the line number
+    text: str
+    raw: str           # the record as it stands in the file (a JSON line, a CSV row, a line)
+    end_offset: int    # bytes of the file consumed once this record is read
+    end_line: int = 0  # lines consumed by then (a CSV record may span several)
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    line: int
+    reason: str
+    end_offset: int
+    end_line: int = 0
+
+
+@dataclass(frozen=True)
+class EndOfRecords:
+    """Where reading stopped: everything up to here was consumed, blank lines included."""
+
+    end_offset: int
+    end_line: int
+
+
+def too_long(limit: int) -> str:
+    return f"longer than the record limit of {size_text(limit)} (raise it with --max-record-size)"
+
+
+class _TooLong(Exception):
+    """A CSV record grew past the record limit while its lines were read (raised through the csv reader)."""
+
+
+class _Lines:
+    """Decoded lines of a binary stream, counting lines and bytes as they are consumed.
+
+    A line longer than max_bytes is passed over in pieces, never held whole. For CSV the lines of one record
+    are bounded together (begin_record): a record growing past max_bytes raises _TooLong. A record whose quote
+    proves unclosed is given up with rewind(), back to the end of its first line; so the bytes read past that
+    line reach the hasher only once the record is settled (end_record), and the hasher always holds each byte
+    before self.offset exactly once."""
+
+    def __init__(
+        self, stream: BinaryIO, encoding: str, offset: int, line: int, hasher=None, max_bytes: int | None = None,
+        hash_from: int | None = None,
+    ) -> None:
+        self.stream = stream
+        self.encoding = encoding
+        self.offset = offset
+        self.line = line
+        self.hasher = hasher
+        self.max_bytes = MAX_RECORD_BYTES if max_bytes is None else max_bytes
+        self.hash_from = offset if hash_from is None else hash_from  # the hasher holds the bytes before this
+        self.too_long: list[int] = []  # numbers of lines passed over for their length, not yet reported
+        self.exhausted = False         # the last read met the end of the stream
+        self.text = ""                 # the last line read
+        self._record_start: int | None = None
+        self._first_end: tuple[int, int] | None = None  # (offset, line) just past the record's first line
+        self._held: list[bytes] = []   # bytes of the record's further lines, for the hasher once it is settled
+        self._discard = False          # those bytes are dropped: the record will be rewound
+
+    def __iter__(self) -> "_Lines":
+        return self
+
+    def __next__(self) -> str:
+        in_record = self._record_start is not None
+        room = self.max_bytes - (self.offset - self._record_start if in_record else 0)
+        if room < 0:
+            raise _TooLong
+        raw = self.stream.readline(room + 1)
+        if not raw:
+            self.exhausted = True
+            raise StopIteration
+        self._consumed(raw)
+        if len(raw) > room and not raw.endswith(b"\n"):
+            if self._first_end is not None:
+                self._discard, self._held = True, []
+            # Read the rest of an overlong line in pieces, so one line never has to fit in memory.
+            while rest := self.stream.readline(1 << 20):
+                self._consumed(rest, count_line=False)
+                if rest.endswith(b"\n"):
+                    break
+            self._first_line_read()
+            if in_record:
+                raise _TooLong
+            self.too_long.append(self.line)
+            self.text = ""
+            return self.text
+        self._first_line_read()
+        self.text = raw.decode(self.encoding, errors="replace")
+        return self.text
+
+    def _consumed(self, raw: bytes, count_line: bool = True) -> None:
+        start = self.offset
+        self.offset += len(raw)
+        self.line += count_line
+        if self.hasher is None or self.offset <= self.hash_from:
+            return
+        fresh = raw[self.hash_from - start :] if start < self.hash_from else raw
+        if self._record_start is None or self._first_end is None:
+            self.hasher.update(fresh)
+        elif not self._discard:
+            self._held.append(fresh)
+
+    def _first_line_read(self) -> None:
+        if self._record_start is not None and self._first_end is None:
+            self._first_end = (self.offset, self.line)
+
+    def begin_record(self) -> None:
+        self._record_start, self._first_end, self._held, self._discard = self.offset, None, [], False
+
+    def end_record(self) -> None:
+        """The record just read stands: what it spans is consumed for good."""
+        if self.hasher is not None:
+            for raw in self._held:
+                self.hasher.update(raw)
+        self._record_start, self._first_end, self._held, self._discard = None, None, [], False
+
+    def rewind(self) -> None:
+        """Give up the record just read from its second line on: reading goes on from there."""
+        offset, line = self._first_end
+        self._record_start, self._first_end, self._held, self._discard = None, None, [], False
+        self.seek(offset, line)
+
+    def seek(self, offset: int, line: int) -> None:
+        self.stream.seek(offset)
+        self.offset, self.line, self.exhausted = offset, line, False
+
+
+def sniff_encoding(sample: bytes) -> str:
+    """The encoding of a record file, judged from its start (UTF-8 unless the bytes say otherwise)."""
+    if not sample:
+        return "utf-8"
+    _, encoding = decode(sample[: _SAMPLE_BYTES].rsplit(b"\n", 1)[0] if b"\n" in sample else sample)
+    if encoding.startswith("utf-16") or encoding.startswith("utf-32"):
+        raise InputError("record files in UTF-16 or UTF-32 are not supported; convert them to UTF-8")
+    return "utf-8" if encoding in ("utf-8-sig", "ascii") else encoding
+
+
+def read_records(
+    stream: BinaryIO,
+    options: RecordOptions,
+    start_offset: int = 0,
+    start_line: int = 0,
+    encoding: str = "utf-8",
+    hasher=None,
+    max_record_bytes: int | None = None,
+) -> Iterator[Record | BadRecord]:
+    """Records of a seekable stream from start_offset on (start_line lines lie before it); hasher, if
+    given, is fed every byte read from start_offset on. A record longer than max_record_bytes (by default the
+    options' limit, else MAX_RECORD_BYTES) is a BadRecord."""
+    fmt = options.format
+    limit = max_record_bytes or options.max_record_bytes or MAX_RECORD_BYTES
+    if fmt == "csv":
+        yield from _csv_records(stream, options, start_offset, start_line, encoding, hasher, limit)
+        return
+    stream.seek(start_offset)
+    lines = _Lines(stream, encoding, start_offset, start_line, hasher, limit)
+    for text in lines:
+        at = (lines.offset, lines.line)
+        if lines.too_long:
+            yield BadRecord(lines.too_long.pop(), too_long(limit), *at)
+            continue
+        if lines.line == 1:
+            text = text.lstrip("\ufeff")
+        if not text.strip():
+            continue
+        if fmt == "lines":
+            yield Record(lines.line, str(lines.line), text.rstrip("\r\n"), text.rstrip("\r\n"), *at)
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield BadRecord(lines.line, f"invalid JSON ({exc.msg})", *at)
+            continue
+        item = _pick(obj, options, lines.line)
+        if isinstance(item, str):
+            yield BadRecord(lines.line, item, *at)
+        else:
+            yield Record(lines.line, item[0], item[1], text.rstrip("\r\n"), *at)
+    yield EndOfRecords(lines.offset, lines.line)
+
+
+def _pick(obj, options: RecordOptions, line: int) -> tuple[str, str] | str:
+    """(id, text) of a parsed record, or the reason it cannot be used."""
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    text = obj.get(options.text_field)
+    if text is None:
+        return f"no field {options.text_field!r}"
+    if not isinstance(text, str):
+        text = json.dumps(text, ensure_ascii=False) if not isinstance(text, (int, float)) else str(text)
+    record_id = str(line)
+    if options.id_field:
+        value = obj.get(options.id_field)
+        if value is None or value == "":
+            return f"no field {options.id_field!r}"
+        record_id = str(value)
+    if not valid_utf8(text) or not valid_utf8(record_id):  # a JSON escape can name half a surrogate pair
+        return "not valid Unicode (an unpaired surrogate escape)"
+    return record_id, text
+
+
+def _csv_records(
+    stream: BinaryIO, options: RecordOptions, start_offset: int, start_line: int, encoding: str, hasher, limit: int
+):
+    stream.seek(0)
+    sample = stream.read(_SAMPLE_BYTES).decode(encoding, errors="replace").lstrip("\ufeff")
+    try:
+        dialect = csv.Sniffer().sniff("\n".join(sample.split("\n")[:20]) or ",", delimiters=",;\t|")
+        dialect.doublequote = True  # the sniffer says False when its sample has no "" in it
+    except csv.Error:
+        dialect = csv.excel
+    stream.seek(0)
+    # One reader from the header on; the header is read again on a resumed read, without feeding the hasher
+    # (which holds the bytes before start_offset already).
+    lines = _Lines(stream, encoding, 0, 0, hasher, limit, hash_from=start_offset)
+    reader = csv.reader(lines, dialect, strict=True)
+    first_line, header, problem = _next_row(reader, lines, dialect, None)
+    if problem is not None:
+        raise InputError(f"cannot read the CSV header on line {first_line}: {problem}")
+    if header is None:
+        yield EndOfRecords(lines.offset, lines.line)
+        return
+    header = [h.lstrip("\ufeff").strip() for h in header]
+    if options.text_field not in header:
+        raise InputError(f"no column {options.text_field!r} in the header ({', '.join(header[:10])})")
+    if options.id_field and options.id_field not in header:
+        raise InputError(f"no column {options.id_field!r} in the header ({', '.join(header[:10])})")
+    text_at = header.index(options.text_field)
+    id_at = header.index(options.id_field) if options.id_field else None
+    if start_offset > lines.offset:
+        lines.seek(start_offset, start_line)
+    while True:
+        first_line, row, problem = _next_row(reader, lines, dialect, len(header))
+        at = (lines.offset, lines.line)
+        if problem is not None:
+            yield BadRecord(first_line, problem, *at)
+            continue
+        if row is None:
+            yield EndOfRecords(*at)
+            return
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            yield BadRecord(first_line, f"{len(row)} fields where the header has {len(header)}", *at)
+            continue
+        record_id = row[id_at] if id_at is not None else str(first_line)
+        if id_at is not None and not record_id:
+            yield BadRecord(first_line, f"no value for {options.id_field!r}", *at)
+            continue
+        out = io.StringIO()
+        csv.writer(out, dialect).writerow(row)
+        yield Record(first_line, record_id, row[text_at], out.getvalue().rstrip("\r\n"), *at)
+
+
+def _next_row(reader, lines: _Lines, dialect, width: int | None) -> tuple[int, list[str] | None, str | None]:
+    """The next CSV record as (its first line, its fields, None); (first line, None, None) at the end; or (first
+    line, None, why it is bad).
+
+    The reader is strict, so a quote that is never closed shows: the record runs to the end of the file, or a
+    later quote breaks it (a quote inside a quoted field not followed by a delimiter), or it spans several lines
+    and comes out with another number of fields than the header (width). Such a record is reported on its first
+    line and reading resumes on the line after it, so the records the open quote swallowed are read after all.
+    A quoted field holding newlines, delimiters and doubled quotes is a record like any other. A stray quote
+    within one line (1,"abc"def) is read as the csv module always did, unless it leaves a quote open."""
+    lines.begin_record()
+    first = lines.line + 1
+    resumed = f"reading resumed at line {first + 1}"
+    try:
+        row = next(reader)
+    except StopIteration:
+        lines.end_record()
+        return first, None, None
+    except _TooLong:
+        if lines.line > first:
+            lines.rewind()
+            return first, None, f"unclosed quote, or a record {too_long(lines.max_bytes)}; {resumed}"
+        lines.end_record()
+        return first, None, too_long(lines.max_bytes)
+    except csv.Error as exc:
+        if lines.line > first:
+            last, at_end = lines.line, lines.exhausted
+            lines.rewind()
+            if at_end:
+                return first, None, f"unclosed quote: the quoted field runs on to the end of the file; {resumed}"
+            return first, None, f"unclosed quote: the quoted field runs on to line {last} and breaks there ({exc}); {resumed}"
+        lines.end_record()
+        if lines.exhausted:
+            return first, None, "unclosed quote: the quoted field runs on to the end of the file"
+        row = _lenient_row(lines.text, dialect)
+        if row is None:
+            return first, None, f"invalid CSV ({exc})"
+        if any("\n" in cell for cell in row):
+            return first, None, f"unclosed quote: a quoted field does not end on its line ({exc})"
+        return first, row, None
+    if width is not None and lines.line > first and len(row) != width:
+        last = lines.line
+        lines.rewind()
+        return first, None, (
+            f"unclosed quote: the quoted field runs on to line {last}, leaving {len(row)} fields where the header "
+            f"has {width}; {resumed}"
+        )
+    lines.end_record()
+    return first, row, None
+
+
+def _lenient_row(text: str, dialect) -> list[str] | None:
+    """One line parsed as the csv module does by default: a quote after a closing quote is kept as text. A field
+    still open at the end of the line comes out holding its newline."""
+    try:
+        return next(csv.reader([text if text.endswith("\n") else text + "\n"], dialect, strict=False), [])
+    except csv.Error:
+        return None

@@ -1,0 +1,175 @@
+"""Reading and sketching in worker processes while the main process writes the store.
+
+The ingest keeps one batch in flight: batch N is read and sketched by the
+workers while batch N - 1 is written, so both cores stay busy. Workers start
+only once an ingest turns out to need more than one batch, and load what the
+work needs (the compiled sketching) as they start; a batch reaches them in
+parts, which bounds their memory. Where the platform can fork, they are
+forked: a fork server or spawn would import the caller's main script again,
+which breaks library users whose scripts have no __main__ guard. The workers
+only read files and compute; they never touch the database or the terminal.
+
+Workers end with the process that started them: on Linux the kernel kills each
+one when its parent dies (prctl PR_SET_PDEATHSIG), elsewhere a thread in each
+worker watches its parent's pid. Signals are the parent's business: workers
+ignore SIGINT and SIGHUP (a Ctrl-C or a hang-up reaches the whole process
+group), so the parent alone stops, shuts the pool down and reports it in one
+line. SIGTERM ends a worker silently: it is how the executor ends the workers
+of a broken pool, and a worker handling it would hang that shutdown.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from typing import Any
+
+from dedupdb.config import Settings
+from dedupdb.errors import DedupError
+
+# Below this many items a batch is handled inline: shipping it costs more than it saves.
+_MIN_PARALLEL = 64
+# Most items a worker takes at once: its memory grows with the part it holds (the texts, their sketches and the
+# pickled reply: 23 MB for 500 IMDB reviews, 40 for 1,000), so a batch goes out in parts of at most this many.
+_PART_ITEMS = 500
+
+# A module-level function of (settings, items) returning one result per item, in order.
+Work = Callable[[Settings, list], list]
+
+# Signals a worker leaves to its parent (SIGHUP does not exist on Windows), and all those the parent handles.
+_IGNORED_SIGNALS = tuple(s for s in (signal.SIGINT, getattr(signal, "SIGHUP", None)) if s is not None)
+_PARENT_SIGNALS = (*_IGNORED_SIGNALS, signal.SIGTERM)
+_PR_SET_PDEATHSIG = 1
+_WATCH_SECONDS = 0.5  # how often the portable fallback looks for its parent
+
+
+def _die_with_parent_linux() -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies; False where that cannot be done."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols: libc's prctl among them
+        return libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent_pid: int, interval: float = _WATCH_SECONDS) -> threading.Thread:
+    """The portable fallback: a daemon thread that ends this process once its parent is gone (an orphan is
+    adopted by another process, so its parent pid changes)."""
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(interval)
+
+    thread = threading.Thread(target=watch, name="dedupdb-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None) -> None:
+    """Runs first in every worker: leave signals to the parent and die with it, then warm_up (loading what the
+    work needs while the parent reads the first batch)."""
+    for signum in _IGNORED_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, inherited through fork
+    if hasattr(signal, "pthread_sigmask"):  # blocked by the parent around the fork (see _signals_blocked)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _PARENT_SIGNALS)
+    if not _die_with_parent_linux():
+        _watch_parent(parent_pid)
+    if os.getppid() != parent_pid:  # the parent died before the kernel was asked to tell
+        os._exit(1)
+    if warm_up is not None:
+        try:
+            warm_up()
+        except Exception:  # the work meets the same failure again, and reports it as its own
+            pass
+
+
+@contextmanager
+def _signals_blocked() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP back while workers are forked: a worker inherits the mask, so none
+    can arrive before _worker_init has set them up (a Ctrl-C then would print a worker's traceback). The
+    parent receives what arrived once the mask is lifted."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _PARENT_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def default_workers() -> int:
+    """One worker per core but the one the writing process keeps busy: with compiled sketching a worker outpaces
+    the writer several times over (on 2 cores, 100,000 IMDB reviews: 4,706 docs/s with one worker, 4,696 with
+    two, whose second costs 85 MiB)."""
+    return max(1, (os.cpu_count() or 1) - 1)
+
+
+class WorkPool:
+    def __init__(self, settings: Settings, workers: int, warm_up: Callable[[], None] | None = None) -> None:
+        """warm_up: run in each worker as it starts (a module-level function, or None)."""
+        self.settings = settings
+        self.workers = workers
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods and sys.platform != "darwin" else "spawn")
+        self._executor = ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(), warm_up)
+        )
+
+    def submit(self, work: Work, items: list) -> "PendingWork":
+        if len(items) < _MIN_PARALLEL:
+            return PendingWork([], work, items, self.settings)
+        size = min(_PART_ITEMS, -(-len(items) // self.workers))
+        parts = [items[i : i + size] for i in range(0, len(items), size)]
+        # The first submit forks the workers (and starts the executor's threads, which keep the mask: signals
+        # then go to the main thread, the one that handles them).
+        with _signals_blocked():
+            try:
+                futures = [self._executor.submit(work, self.settings, p) for p in parts]
+            except BrokenProcessPool:
+                raise _worker_died() from None
+        return PendingWork(futures, work, [], self.settings)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+class PendingWork:
+    def __init__(self, futures: list[Future], work: Work, inline: list, settings: Settings) -> None:
+        self._futures = futures
+        self._work = work
+        self._inline = inline
+        self._settings = settings
+
+    def result(self) -> list[Any]:
+        if self._inline:
+            return self._work(self._settings, self._inline)
+        out: list[Any] = []
+        for future in self._futures:
+            try:
+                out.extend(future.result())
+            except BrokenProcessPool:
+                raise _worker_died() from None
+        return out
+
+
+def _worker_died() -> DedupError:
+    return DedupError(
+        "a worker process ended unexpectedly (killed, or out of memory); work committed so far is kept: "
+        "run the command again (--workers 0 reads without workers)"
+    )

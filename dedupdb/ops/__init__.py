@@ -1,0 +1,1 @@
+"""Acting on what the database found: cleanup with its journal and undo, the streaming filter."""

@@ -1,0 +1,457 @@
+"""Sketching compiled with numba: for a batch of texts, the numbers Sketcher's numpy path computes, bit for bit.
+
+Only the repost-noise regex stays in Python, and only for texts that may hold noise. The rest runs in one
+compiled call over the whole batch, its texts concatenated as UTF-8: tokens are found with a table of character
+classes taken from Python's own `re` (so they are those of tokens._TOKEN, for every code point), hashed with
+xxh64 straight from the UTF-8 bytes, then shingled, MinHashed, winnowed and counted text by text, each text's
+token hashes staying in a scratch buffer.
+
+Compiled code is cached on disk (jit.py), so only the first run on a machine pays for compiling.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from functools import lru_cache
+from itertools import accumulate
+
+import numpy as np
+
+from dedupdb.text.hashing import _FMIX_C1, _FMIX_C2
+from dedupdb.jit import njit, types
+from dedupdb.text.tokens import _ASCII_NOISE_MARKS, _CJK, _IS_CJK, _NGRAM_MULT, _REPOST_NOISE, _TOKEN_SEED
+
+# Character classes, one per code point: as tokens._TOKEN sees them.
+_OTHER, _WORD, _DIGIT, _CJK_CHAR = 0, 1, 2, 3
+_UNICODE = 0x110000
+
+# Every match of _REPOST_NOISE holds one of these, or the word "rt": a text without them is left as it is (the
+# regex is the slowest part of sketching the texts that need it).
+_NOISE_MARKS = ("//", "www.", "@", "#", "转发")
+
+_SEED = np.uint64(_TOKEN_SEED)
+_P1 = np.uint64(0x9E3779B185EBCA87)
+_P2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_P3 = np.uint64(0x165667B19E3779F9)
+_P4 = np.uint64(0x85EBCA77C2B2AE63)
+_P5 = np.uint64(0x27D4EB2F165667C5)
+_MULT = np.uint64(_NGRAM_MULT)
+_C1 = np.uint64(_FMIX_C1)
+_C2 = np.uint64(_FMIX_C2)
+_BYTE = np.uint64(0xFF)
+_NONE = np.uint32(0xFFFFFFFF)  # the MinHash of no shingles
+# Shift amounts as uint64: numba types uint64 mixed with int64 as float64.
+(_S1, _S7, _S8, _S11, _S12, _S16, _S18, _S23, _S24, _S27, _S29, _S31, _S32, _S33, _S37, _S41, _S46, _S52, _S53,
+ _S57, _S63) = (np.uint64(s) for s in (1, 7, 8, 11, 12, 16, 18, 23, 24, 27, 29, 31, 32, 33, 37, 41, 46, 52, 53, 57, 63))
+_EMPTY = np.empty(0, np.uint32)
+
+
+@lru_cache(maxsize=1)
+def char_classes() -> np.ndarray:
+    """The class of every code point (uint8), from the same character sets as tokens._TOKEN, matched by this
+    Python's `re`, so the table follows its Unicode data."""
+    table = np.zeros(_UNICODE, np.uint8)
+    every = np.arange(_UNICODE, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    # The CJK ranges (unassigned code points in them too) are kept out of the other classes, as in _TOKEN.
+    for pattern, cls in ((rf"[^\W\d{_CJK}]+", _WORD), (rf"[^\W\D{_CJK}]+", _DIGIT), (rf"[{_CJK}]+", _CJK_CHAR)):
+        for match in re.finditer(pattern, every):
+            table[match.start() : match.end()] = cls
+    return table
+
+
+# --- kernels --------------------------------------------------------------------------------------
+# Few functions, each with its one signature: every function costs a compilation (and a cache entry to load),
+# and a signature given up front keeps numba from compiling again for other argument types or literal values.
+# They are compiled, or loaded from the cache, on import.
+
+_u64, _i64, _b1 = types.uint64, types.int64, types.boolean
+_bytes = types.Array(types.uint8, 1, "C", readonly=True)
+_u8s, _u32s, _u64s, _i64s = types.uint8[::1], types.uint32[::1], types.uint64[::1], types.int64[::1]
+_i64x2 = types.int64[:, ::1]
+
+
+def _jit(signature):
+    return njit(signature, cache=True)
+
+
+@_jit(_u64(_bytes, _i64, _i64, _u64))
+def xxh64(data, start, length, seed):
+    """xxHash64 of data[start:start + length], as xxhash.xxh64_intdigest gives it."""
+    p = start
+    end = start + length
+    if length >= 32:
+        v = np.empty(4, np.uint64)
+        v[0] = seed + _P1 + _P2
+        v[1] = seed + _P2
+        v[2] = seed
+        v[3] = seed - _P1
+        while p + 32 <= end:
+            for lane in range(4):
+                word = np.uint64(0)
+                for k in range(8):
+                    word |= np.uint64(data[p + k]) << np.uint64(8 * k)
+                acc = v[lane] + word * _P2
+                v[lane] = ((acc << _S31) | (acc >> _S33)) * _P1
+                p += 8
+        h = (((v[0] << _S1) | (v[0] >> _S63)) + ((v[1] << _S7) | (v[1] >> _S57))
+             + ((v[2] << _S12) | (v[2] >> _S52)) + ((v[3] << _S18) | (v[3] >> _S46)))
+        for lane in range(4):
+            acc = v[lane] * _P2
+            h = (h ^ (((acc << _S31) | (acc >> _S33)) * _P1)) * _P1 + _P4
+    else:
+        h = seed + _P5
+    h += np.uint64(length)
+    while p + 8 <= end:
+        word = np.uint64(0)
+        for k in range(8):
+            word |= np.uint64(data[p + k]) << np.uint64(8 * k)
+        acc = word * _P2
+        h ^= ((acc << _S31) | (acc >> _S33)) * _P1
+        h = ((h << _S27) | (h >> _S37)) * _P1 + _P4
+        p += 8
+    if p + 4 <= end:
+        word = (np.uint64(data[p]) | (np.uint64(data[p + 1]) << _S8) | (np.uint64(data[p + 2]) << _S16)
+                | (np.uint64(data[p + 3]) << _S24))
+        h ^= word * _P1
+        h = ((h << _S23) | (h >> _S41)) * _P2 + _P3
+        p += 4
+    while p < end:
+        h ^= np.uint64(data[p]) * _P5
+        h = ((h << _S11) | (h >> _S53)) * _P1
+        p += 1
+    h ^= h >> _S33
+    h *= _P2
+    h ^= h >> _S29
+    h *= _P3
+    h ^= h >> _S32
+    return h
+
+
+@_jit(types.UniTuple(_i64, 2)(_bytes, _i64, _i64, _u8s, _b1, _u64s))
+def _tokenize(data, start, end, table, drop_rt, out):
+    """The token hashes of the UTF-8 text data[start:end] into out, as tokens._tokens and Tokenizer give them:
+    returns how many, and how many are CJK characters."""
+    m = 0
+    cjk = 0
+    run = -1  # where the current run of word characters started
+    has_word = False  # whether it holds a character other than a digit
+    p = start
+    while p <= end:
+        cls = _OTHER  # the end closes the last run
+        size = 1
+        if p < end:
+            b = np.int64(data[p])
+            if b < 0x80:
+                code = b
+            elif b < 0xE0:
+                code = ((b & 0x1F) << 6) | (np.int64(data[p + 1]) & 0x3F)
+                size = 2
+            elif b < 0xF0:
+                code = ((b & 0x0F) << 12) | ((np.int64(data[p + 1]) & 0x3F) << 6) | (np.int64(data[p + 2]) & 0x3F)
+                size = 3
+            else:
+                code = (((b & 0x07) << 18) | ((np.int64(data[p + 1]) & 0x3F) << 12)
+                        | ((np.int64(data[p + 2]) & 0x3F) << 6) | (np.int64(data[p + 3]) & 0x3F))
+                size = 4
+            cls = table[code]
+        if cls == _WORD or cls == _DIGIT:
+            if run < 0:
+                run = p
+                has_word = False
+            if cls == _WORD:
+                has_word = True
+        else:
+            if run >= 0:
+                if has_word:  # a word
+                    if not (drop_rt and p - run == 2 and data[run] == 114 and data[run + 1] == 116):  # "rt"
+                        out[m] = xxh64(data, run, p - run, _SEED)
+                        m += 1
+                else:  # a number: a token per digit
+                    q = run
+                    while q < p:
+                        b = data[q]
+                        digit = 1 if b < 0x80 else 2 if b < 0xE0 else 3 if b < 0xF0 else 4
+                        out[m] = xxh64(data, q, digit, _SEED)
+                        m += 1
+                        q += digit
+                run = -1
+            if cls == _CJK_CHAR:
+                out[m] = xxh64(data, p, size, _SEED)
+                m += 1
+                cjk += 1
+        p += size
+    return m, cjk
+
+
+@_jit(_i64(_u64s, _i64, _i64, _u64s))
+def _grams(hashes, m, n, out):
+    """tokens.shingle_hashes of hashes[:m] (m > 0) into out, as uint64: returns how many."""
+    n = min(n, m)
+    width = m - n + 1
+    for p in range(width):
+        acc = hashes[p]
+        for j in range(1, n):
+            acc = (acc * _MULT) ^ hashes[p + j]
+        acc ^= acc >> _S33
+        acc *= _C1
+        acc ^= acc >> _S33
+        acc *= _C2
+        acc ^= acc >> _S33
+        out[p] = acc >> _S32
+    return width
+
+
+@_jit(_u64s(_u64s, _i64, _i64, _u64s, _i64x2))
+def _sorted(values, n, width, scratch, counts):
+    """values[:n], each held in its low width bytes, sorted: left in values or in scratch, the one returned.
+
+    A least-significant-digit radix sort, a byte at a time, skipping the bytes all values share: on a few
+    hundred values it is several times faster than numba's quicksort, and little code to compile."""
+    if n == 0:
+        return values
+    for byte in range(width):
+        for digit in range(256):
+            counts[byte, digit] = 0
+    for p in range(n):
+        v = values[p]
+        for byte in range(width):
+            counts[byte, (v >> np.uint64(8 * byte)) & _BYTE] += 1
+    source, target = values, scratch
+    for byte in range(width):
+        shift = np.uint64(8 * byte)
+        row = counts[byte]
+        if row[(source[0] >> shift) & _BYTE] == n:
+            continue
+        total = 0
+        for digit in range(256):
+            size = row[digit]
+            row[digit] = total
+            total += size
+        for p in range(n):
+            v = source[p]
+            digit = (v >> shift) & _BYTE
+            target[row[digit]] = v
+            row[digit] += 1
+        source, target = target, source
+    return source
+
+
+@_jit(_u64s(_u64s, _i64, _i64))
+def _room(buffer, used, extra):
+    """buffer, or a copy twice as large when extra more values do not fit after used."""
+    if used + extra <= buffer.shape[0]:
+        return buffer
+    bigger = np.empty(max(2 * buffer.shape[0], used + extra), np.uint64)
+    for p in range(used):
+        bigger[p] = buffer[p]
+    return bigger
+
+
+@_jit(types.Tuple((_u64s, _i64))(_u64s, _i64, _u64s, _i64x2, _u64s, _i64, _b1))
+def _append_distinct(values, n, scratch, counts, out, used, counted):
+    """The distinct values of values[:n], sorted, appended to out at used (grown as needed), each followed by
+    how often it occurs when counted (word hashes, 64 bits; else 32-bit hashes): (out, new used)."""
+    ordered = _sorted(values, n, 8 if counted else 4, scratch, counts)
+    out = _room(out, used, 2 * n if counted else n)
+    for p in range(n):
+        if p == 0 or ordered[p] != ordered[p - 1]:
+            out[used] = ordered[p]
+            used += 1
+            if counted:
+                out[used] = 1
+                used += 1
+        elif counted:
+            out[used - 1] += 1
+    return out, used
+
+
+@_jit(_u8s(_bytes))
+def collapse_spaces(data):
+    """data (ASCII lines joined by newlines, with no whitespace but spaces in them) with each run of spaces made
+    one and none at either end of a line: normalize._collapsed_ascii's bytes methods, in one pass."""
+    out = np.empty(len(data), np.uint8)
+    n = 0
+    for i in range(len(data)):
+        c = data[i]
+        if c == 32:
+            if n == 0 or out[n - 1] == 32 or out[n - 1] == 10:
+                continue
+        elif c == 10 and n > 0 and out[n - 1] == 32:
+            n -= 1
+        out[n] = c
+        n += 1
+    if n > 0 and out[n - 1] == 32:
+        n -= 1
+    return out[:n]
+
+
+@_jit(types.Tuple((types.uint32[:, ::1], _i64s, _i64s, _u64s, _u64s, _u64s, _i64x2))(
+    _bytes, _i64x2, _i64s, _u8s, _u8s, _i64, _i64, _i64, _i64, _u32s, _u32s))
+def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram, run_ngram, window, a, b):
+    """Everything Sketcher computes per text but the content hash and Chinese SimHash, for a batch.
+
+    data: UTF-8; spans[i]: (start, end) in data of what text i tokenizes; cjk_given[i]: its CJK characters when
+    what it tokenizes is a cleaned copy (else -1: they are its CJK tokens); drop_rt[i]: whether the token "rt"
+    is dropped (the ASCII path of tokens._tokens).
+    Returns the signatures (texts x len(a)), token and CJK counts, and, concatenated, the distinct sorted
+    shingles and winnowed fingerprints and the distinct word hashes each followed by its count, with the bounds
+    of each text's part (one row for each of those three).
+    """
+    texts = spans.shape[0]
+    longest = 1
+    total = 0
+    for i in range(texts):
+        longest = max(longest, spans[i, 1] - spans[i, 0])
+        total += spans[i, 1] - spans[i, 0]
+    hashes = np.empty(longest, np.uint64)  # a token takes at least a byte
+    work = np.empty(longest, np.uint64)
+    scratch = np.empty(longest, np.uint64)
+    counts = np.empty((8, 256), np.int64)
+    perms = a.shape[0]
+    signatures = np.empty((texts, perms), np.uint32)
+    tokens = np.empty(texts, np.int64)  # np.empty rather than np.zeros: less to compile; all are written
+    cjk = np.empty(texts, np.int64)
+    shingles = np.empty(total // 4 + 16, np.uint64)
+    prints = np.empty(total // 16 + 16, np.uint64)
+    words = np.empty(total // 2 + 16, np.uint64)
+    bounds = np.empty((3, texts + 1), np.int64)
+    for row in range(3):
+        bounds[row, 0] = 0
+    s_used = 0
+    p_used = 0
+    w_used = 0
+    for i in range(texts):
+        m, c = _tokenize(data, spans[i, 0], spans[i, 1], table, drop_rt[i] != 0, hashes)
+        if cjk_given[i] >= 0:
+            c = cjk_given[i]
+        tokens[i] = m
+        cjk[i] = c
+        if m == 0:
+            for k in range(perms):
+                signatures[i, k] = _NONE
+        else:
+            mostly_cjk = 2 * c >= m
+            # Shingles, distinct and sorted, and their MinHash.
+            start = s_used
+            width = _grams(hashes, m, cjk_ngram if mostly_cjk else word_ngram, work)
+            shingles, s_used = _append_distinct(work, width, scratch, counts, shingles, s_used, False)
+            low = signatures[i]
+            for k in range(perms):
+                low[k] = _NONE
+            for q in range(start, s_used):
+                x = np.uint32(shingles[q])
+                for k in range(perms):
+                    v = np.uint32(a[k] * x + b[k])
+                    if v < low[k]:
+                        low[k] = v
+            # Winnowed fingerprints: the minimum of every window of run hashes inside the text; a text with
+            # fewer runs than a window keeps its smallest.
+            runs = _grams(hashes, m, run_ngram, work)
+            if m - run_ngram + 1 >= window:
+                kept = runs - window + 1
+                for s in range(kept):
+                    least = work[s]
+                    for j in range(1, window):
+                        least = min(least, work[s + j])
+                    work[s] = least  # no later window reads position s
+            else:
+                least = work[0]
+                for s in range(1, runs):
+                    least = min(least, work[s])
+                work[0] = least
+                kept = 1
+            prints, p_used = _append_distinct(work, kept, scratch, counts, prints, p_used, False)
+            # Distinct token hashes and their counts: only text that is not mostly CJK uses them.
+            if not mostly_cjk:
+                for p in range(m):
+                    work[p] = hashes[p]
+                words, w_used = _append_distinct(work, m, scratch, counts, words, w_used, True)
+        bounds[0, i + 1] = s_used
+        bounds[1, i + 1] = p_used
+        bounds[2, i + 1] = w_used
+    return signatures, tokens, cjk, shingles[:s_used], prints[:p_used], words[:w_used], bounds
+
+
+# --- the batch ----------------------------------------------------------------------------------------
+
+
+def _has_rt(text: str) -> bool:
+    """Whether _REPOST_NOISE's \\brt\\b matches in text: "rt" with no word character (\\w: alphanumeric or "_")
+    either side. Many texts hold "rt" inside words ("short", "part"), and this is cheaper than a regex search."""
+    at = text.find("rt")
+    while at >= 0:
+        before = text[at - 1] if at else " "
+        after = text[at + 2] if at + 2 < len(text) else " "
+        if not (before.isalnum() or before == "_" or after.isalnum() or after == "_"):
+            return True
+        at = text.find("rt", at + 1)
+    return False
+
+
+def _marked(texts: list[str], marks: tuple[str, ...]) -> set[int]:
+    """The texts holding any of the marks, found by searching all of them joined once (by newlines, which no mark
+    holds) rather than each text for each mark."""
+    joined = "\n".join(texts)
+    starts = list(accumulate((len(text) + 1 for text in texts), initial=0))
+    marked: set[int] = set()
+    for mark in marks:
+        at = joined.find(mark)
+        while at >= 0:
+            i = bisect_right(starts, at) - 1
+            marked.add(i)
+            at = joined.find(mark, starts[i + 1])
+    return marked
+
+
+def _encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The batch as sketch_kernel takes it: data, spans, cjk_given, drop_rt."""
+    count = len(texts)
+    drop_rt = np.zeros(count, np.uint8)
+    cjk_given = np.full(count, -1, np.int64)
+    cleaned: list[tuple[int, bytes]] = []
+    marked = _marked(texts, _ASCII_NOISE_MARKS)
+    for i, text in enumerate(texts):
+        # The choice tokens._tokens makes: ASCII text without repost marks takes a path dropping "rt" tokens,
+        # any other goes through the regex (needed only where one of its marks occurs).
+        if text.isascii():
+            if i not in marked:
+                drop_rt[i] = 1
+                continue
+        elif not any(mark in text for mark in _NOISE_MARKS) and not _has_rt(text):
+            continue
+        clean = _REPOST_NOISE.sub(" ", text)
+        if clean != text:
+            cleaned.append((i, clean.encode("utf-8")))
+            cjk_given[i] = 0 if text.isascii() else len(_IS_CJK.findall(text))  # noise removed counts too
+    # Encoded all at once: ASCII text is as long in bytes as in characters.
+    lengths = np.fromiter((len(t) if t.isascii() else len(t.encode("utf-8")) for t in texts), np.int64, count)
+    spans = np.empty((count, 2), np.int64)
+    spans[:, 1] = np.cumsum(lengths)
+    spans[:, 0] = spans[:, 1] - lengths
+    end = int(spans[-1, 1]) if count else 0
+    for i, clean in cleaned:  # cleaned copies follow the texts
+        spans[i] = end, end + len(clean)
+        end += len(clean)
+    data = np.frombuffer("".join(texts).encode("utf-8") + b"".join(clean for _, clean in cleaned), np.uint8)
+    return data, spans, cjk_given, drop_rt
+
+
+def sketch_parts(texts: list[str], word_ngram: int, cjk_ngram: int, run_ngram: int, window: int,
+                 a: np.ndarray, b: np.ndarray):
+    """For each text: its distinct sorted shingles, MinHash signature (rows of one array), distinct word hashes
+    and counts (None for mostly-CJK or empty text), winnowed fingerprints, token count and whether it is mostly
+    CJK; what Sketcher's numpy path gives (a and b: the MinHasher's)."""
+    signatures, tokens, cjk, shingles, prints, words, bounds = sketch_kernel(
+        *_encode(texts), char_classes(), word_ngram, cjk_ngram, run_ngram, window, a, b)
+    shingles, prints = shingles.astype(np.uint32), prints.astype(np.uint32)
+    values, counts = words[0::2].copy(), words[1::2].view(np.int64).copy()  # contiguous, as numpy's are
+    tokens = tokens.tolist()
+    mostly_cjk = [t > 0 and 2 * c >= t for t, c in zip(tokens, cjk.tolist())]
+    sb, pb, wb = bounds.tolist()
+    count = range(len(texts))
+    shingle_sets = [shingles[sb[i] : sb[i + 1]] for i in count]
+    fingerprints = [prints[pb[i] : pb[i + 1]] if pb[i + 1] > pb[i] else _EMPTY for i in count]
+    word_counts = [(values[wb[i] // 2 : wb[i + 1] // 2], counts[wb[i] // 2 : wb[i + 1] // 2]) if wb[i + 1] > wb[i]
+                   else None for i in count]
+    return shingle_sets, signatures, word_counts, fingerprints, tokens, mostly_cjk

@@ -1,0 +1,234 @@
+"""From normalized text to everything the store remembers of a document: hashes and signatures."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import xxhash
+from numpy.typing import NDArray
+
+from dedupdb.config import Settings
+from dedupdb.sketch.winnowing import run_hashes, winnowed
+from dedupdb.text.hashing import content_hash, distinct_first_counts, to_signed64
+from dedupdb.sketch.minhash import MinHasher, bottom_k
+from dedupdb.sketch.simhash import fingerprint as simhash_fingerprint, fingerprints as simhash_fingerprints
+from dedupdb.text.tokens import Tokenizer, chinese_words
+from dedupdb.text.weights import chinese_idf, word_buckets, word_weights
+
+_WORD_SEED = 0x51A5
+
+
+# Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.
+@dataclass(slots=True)
+class Fingerprint:
+    content_hash: bytes
+    chars: int
+    shingles: int                 # distinct shingles; 0 means nothing to compare by
+    minhash: NDArray[np.uint16]   # num_perm values, their low 16 bits (see _kept)
+    sketch: NDArray[np.uint32]    # bottom-k distinct shingle hashes, sorted
+    simhash: int | None           # None when the text is too short for SimHash to be trustworthy
+    fingerprints: NDArray[np.uint32] | None = None  # winnowed (containment.py); None: stored before they existed
+
+    @property
+    def simhash_signed(self) -> int | None:
+        return None if self.simhash is None else to_signed64(self.simhash)
+
+
+# Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.
+@dataclass(slots=True)
+class Sketch:
+    """All of a fingerprint, which follows from the text alone (SimHash's weights come from fixed tables,
+    weights.py): a worker computes it, and the store takes it as it is."""
+
+    content_hash: bytes
+    chars: int
+    shingles: int
+    minhash: NDArray[np.uint16]
+    sketch: NDArray[np.uint32]
+    simhash: int | None
+    # Text not mostly CJK: its distinct word hashes, their counts and the corpus IDF's buckets they fall in
+    # (distinct), which a scale-out job counts.
+    words: tuple[NDArray[np.uint64], NDArray[np.int64], NDArray[np.uint32]] | None
+    tokens: int
+    fingerprints: NDArray[np.uint32] | None = None               # winnowed, for containment
+
+    def __reduce__(self):
+        # Sketches travel from worker processes by the thousand: their arrays as plain bytes pickle and unpickle
+        # several times faster than as numpy arrays (read-only views come back, which is all anyone needs).
+        words = None if self.words is None else (self.words[0].tobytes(), self.words[1].astype(np.int64).tobytes(),
+                                                 self.words[2].tobytes())
+        fingerprints = None if self.fingerprints is None else self.fingerprints.tobytes()
+        return _unpickle_sketch, (self.content_hash, self.chars, self.shingles, self.minhash.tobytes(),
+                                  self.sketch.tobytes(), self.simhash, words, self.tokens, fingerprints)
+
+
+def _unpickle_sketch(content_hash, chars, shingles, minhash, sketch, simhash, words, tokens, fingerprints=None) -> Sketch:
+    if words is not None:
+        words = (np.frombuffer(words[0], np.uint64), np.frombuffer(words[1], np.int64), np.frombuffer(words[2], np.uint32))
+    if fingerprints is not None:
+        fingerprints = np.frombuffer(fingerprints, dtype=np.uint32)
+    return Sketch(content_hash, chars, shingles, np.frombuffer(minhash, dtype=np.uint16),
+                  np.frombuffer(sketch, dtype=np.uint32), simhash, words, tokens, fingerprints)
+
+
+class Sketcher:
+    """Fingerprinting: tokens, shingles, MinHash, bottom-k sketch, SimHash."""
+
+    # Batches at least this large take the compiled path (fastsketch.py: the same numbers, several times faster)
+    # when numba is installed and loaded or earned (below); fewer texts (a query) take it only once earned.
+    FAST_BATCH = 8
+    # Loading numba and the compiled code costs a process most of a second (seconds more the first time on a
+    # machine, to compile). A process therefore turns to it once it has spent that long sketching with numpy
+    # (batches, or single texts: a process answering queries by the thousand), or for a batch at once if it is
+    # loaded already: a quick command never waits for numba, a large job loses at most that.
+    FAST_AFTER_SECONDS = 0.8
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.tokenizer = Tokenizer(settings.word_ngram, settings.cjk_ngram)
+        self.minhasher = MinHasher(settings.num_perm, settings.seed)
+        self._numpy_seconds = 0.0  # spent sketching with numpy (batches and single texts)
+
+    def sketch(self, texts: list[str]) -> list[Sketch]:
+        earned = self._numpy_seconds >= self.FAST_AFTER_SECONDS
+        loaded = f"{__package__}.fastsketch" in sys.modules
+        fast = self._fast() if earned or (loaded and len(texts) >= self.FAST_BATCH) else None
+        if fast is None:
+            started = time.perf_counter()
+            parts = self._parts(texts)
+            self._numpy_seconds += time.perf_counter() - started
+        else:
+            s = self.settings
+            parts = fast.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.containment_ngram, s.winnow_window,
+                                      self.minhasher._a, self.minhasher._b)
+        shingle_sets, signatures, word_counts, winnows, token_counts, mostly_cjk = parts
+        signatures = _kept(signatures)
+        worded = [i for i in range(len(texts)) if token_counts[i] and not mostly_cjk[i]]  # weighted by word_weights
+        buckets = dict(zip(worded, word_buckets([word_counts[i][0] for i in worded])))
+        simhashes = self._word_simhashes([word_counts[i] for i in worded], worded)
+        out = []
+        for i, (text, shingles, signature) in enumerate(zip(texts, shingle_sets, signatures)):
+            sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
+            tokens = token_counts[i]
+            words = (*word_counts[i], buckets[i]) if i in buckets else None
+            simhash = self._chinese_simhash(text, tokens) if mostly_cjk[i] else simhashes.get(i)
+            out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens, winnows[i]))
+        return out
+
+    @staticmethod
+    @lru_cache(maxsize=1)
+    def _fast():
+        """The compiled sketching module, or None where it cannot be imported (no numba, or no folder to keep
+        compiled code in)."""
+        try:
+            from dedupdb.sketch import fastsketch
+        except ImportError:
+            return None
+        return fastsketch
+
+    def _parts(self, texts: list[str]):
+        """What sketch() assembles, computed with numpy: shingle sets (distinct, sorted), signatures, word
+        counts, winnowed fingerprints, token counts and whether each text is mostly CJK."""
+        batch = self.tokenizer.batch(texts)
+        shingle_sets = self.tokenizer.shingle_sets(batch)  # distinct and sorted: the sketch is their head
+        signatures = self.minhasher.signatures(shingle_sets)
+        word_counts = self.tokenizer.word_counts(batch)
+        winnows = winnowed(batch, self.settings.containment_ngram, self.settings.winnow_window)
+        count = range(len(texts))
+        tokens, cjk = [batch.count(i) for i in count], [batch.is_cjk(i) for i in count]
+        return shingle_sets, signatures, word_counts, winnows, tokens, cjk
+
+    def _word_simhashes(self, counted: list[tuple[np.ndarray, np.ndarray]], positions: list[int]) -> dict[int, int]:
+        """SimHash of the texts (by position) whose distinct words (hashes, counts) are enough for one, all in one
+        pass; the word table is loaded only when some text has enough."""
+        weighted = [(p, words, counts) for p, (words, counts) in zip(positions, counted)
+                    if len(words) >= self.settings.simhash_min_features]
+        if not weighted:
+            return {}
+        features = np.concatenate([words for _, words, _ in weighted])
+        counts = np.concatenate([counts for _, _, counts in weighted])
+        values = simhash_fingerprints(features, counts * word_weights(features), [len(w) for _, w, _ in weighted])
+        return {p: value for (p, _, _), value in zip(weighted, values)}
+
+    def _chinese_simhash(self, text: str, tokens: int) -> int | None:
+        minimum = self.settings.simhash_min_features
+        if tokens < minimum:
+            return None  # cannot reach the minimum; spares jieba the work
+        words = chinese_words(text)
+        hashes = np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), _WORD_SEED) for w in words), np.uint64, len(words))
+        features, first, counts = distinct_first_counts(hashes)
+        if len(features) < minimum:
+            return None
+        return simhash_fingerprint(features, counts * chinese_idf([words[i] for i in first]))
+
+
+_SKETCHERS: dict[Settings, Sketcher] = {}
+
+
+def _sketcher(settings: Settings) -> Sketcher:
+    sketcher = _SKETCHERS.get(settings)
+    if sketcher is None:
+        sketcher = _SKETCHERS[settings] = Sketcher(settings)
+    return sketcher
+
+
+def _kept(signatures: NDArray[np.uint32]) -> NDArray[np.uint16]:
+    """b-bit MinHash (Li and Koenig 2010): the low 16 bits of each value serve LSH as well as all 32 (a band key
+    hashes four of them) in half the bytes a store keeps."""
+    return signatures.astype(np.uint16)
+
+
+def kept_signatures(settings: Settings, shingle_sets: list[NDArray[np.uint32]]) -> NDArray[np.uint16]:
+    """The signatures, as sketching keeps them, of whole sets of shingle hashes: what a store gives back for the
+    signatures it leaves out (a sketch holding every shingle hash of its text, store.py)."""
+    return _kept(_sketcher(settings).minhasher.signatures(shingle_sets))
+
+
+def load_compiled() -> None:
+    """Load the compiled sketching now, in a worker process that is to sketch large batches: they then take it
+    from the first, never numpy's path, which costs more memory and time. Only for a process that runs nothing
+    but dedupdb's work: numba is loaded there without scipy.linalg."""
+    # Numba imports scipy.linalg for BLAS (np.dot and the like), which the compiled sketching never calls: 16 MB
+    # and 0.2 s a process. Held back while numba loads (it takes the ImportError as "no BLAS"), then allowed again.
+    spare = "numba" not in sys.modules and "scipy.linalg" not in sys.modules
+    if spare:
+        sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
+    try:
+        Sketcher._fast()
+    finally:
+        if spare and "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
+            del sys.modules["scipy.linalg"]
+
+
+def sketch_texts(settings: Settings, texts: list[str]) -> list[Sketch]:
+    """Sketches of normalized texts; a module-level function so worker processes can run it."""
+    return _sketcher(settings).sketch(texts)
+
+
+def query_runs(settings: Settings, normalized_text: str) -> np.ndarray:
+    """Every distinct run hash a text's fingerprints are chosen from (containment.py): what a short query looks up."""
+    batch = _sketcher(settings).tokenizer.batch([normalized_text])
+    return run_hashes(batch, 0, settings.containment_ngram)
+
+
+class Fingerprinter:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def batch(self, sketches: list[Sketch]) -> list[Fingerprint]:
+        """Fingerprints from sketches (made here or in a worker)."""
+        return [
+            Fingerprint(s.content_hash, s.chars, s.shingles, s.minhash, s.sketch, s.simhash, s.fingerprints)
+            for s in sketches
+        ]
+
+    def texts(self, texts: list[str]) -> list[Fingerprint]:
+        """Fingerprints of normalized texts, sketched here."""
+        return self.batch(sketch_texts(self.settings, texts))
+
+    def one(self, text: str) -> Fingerprint:
+        return self.texts([text])[0]

@@ -1,0 +1,1 @@
+"""Text in, features out: normalization, tokens and shingles, word weights, differences. Nothing stored."""

@@ -1,0 +1,280 @@
+"""Tokenizers and shingling.
+
+One token stream serves every script: each CJK character is a token of its
+own (Chinese needs no segmentation for shingles), and so is each digit of a
+number (a row of figures compares digit by digit, so one changed digit or an
+added prefix breaks a shingle or two, not the whole number); every other run of
+letters and digits ("ld2d", "covid19") is a word token, and punctuation is
+dropped. A document whose tokens are mostly CJK
+characters is shingled with character n-grams, any other with word n-grams, so
+mixed text is handled by its dominant script. (One scheme for all lengths of
+space-separated text: with character n-grams below some length, a text and its
+edit on either side of that length would share no shingle at all.)
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import xxhash
+
+from dedupdb.config import cache_dir
+from dedupdb.text.hashing import distinct, fmix64, ranges
+
+_CJK = (
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\U00020000-\U0002ffff"  # CJK extensions
+)
+
+
+class _Lazy:
+    """A regular expression compiled when first used. Compiling these Unicode classes takes about 15 ms, which a
+    cold query of plain ASCII text (tokenized without them) would otherwise pay at import."""
+
+    def __init__(self, pattern: str) -> None:
+        self._pattern = pattern
+
+    def __getattr__(self, name: str):
+        method = getattr(re.compile(self._pattern), name)
+        setattr(self, name, method)  # found directly from now on
+        return method
+
+
+# A word holds at least one letter; a run of digits alone is a number, one token per digit.
+_TOKEN = _Lazy(rf"[{_CJK}]|[^\W{_CJK}]*[^\W\d{_CJK}][^\W{_CJK}]*|\d")
+# What reposts add around a text without changing it: links, @mentions, hashtags
+# (#word and Weibo's #topic#), and the RT / 转发 markers. They are left out of
+# the shingles so a repost compares by the words it carries. A mention or a
+# #word starts a token (or follows //), so "ld2d-#69366-1.DOC" and an e-mail
+# address keep their parts; a mention ends where a name can end, so one glued to
+# Chinese text ("不是很好@裤腿太小.码数") does not swallow the sentence after it.
+_TOKEN_START = r"(?:(?<![^\s/])|(?<=回复)|(?<=转发))"
+_REPOST_NOISE = _Lazy(
+    r"(?:https?://|www\.)\S+"
+    rf"|{_TOKEN_START}@[^\s:：,，。!！?？@#/.]{{1,30}}(?=[\s:：,，。!！?？@#/]|$)"
+    r"|#[^#\s]{1,40}#"
+    rf"|{_TOKEN_START}#\w+"
+    r"|\brt\b|转发微博|转发|//"
+)
+_IS_CJK = _Lazy(rf"[{_CJK}]")
+# In ASCII text a token is a run of [0-9A-Za-z_] (what \w means there), and repost noise needs one of these
+# marks, except the word "rt": text without them takes a path that gives the same tokens several times faster.
+_ASCII_NOISE_MARKS = ("@", "#", "//", "www.")
+_ASCII_SEPARATORS = bytes(b if chr(b).isalnum() or b == ord("_") else ord(" ") for b in range(128)) + b" " * 128
+_JIEBA_WORD = _Lazy(rf"[{_CJK}\w]")
+
+_NGRAM_MULT = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplication is a bijection mod 2**64
+_S32 = np.uint64(32)
+_LOW32 = np.uint64(0xFFFFFFFF)
+_TOKEN_SEED = 0x5EED
+_CACHE_LIMIT = 2_000_000
+
+
+@dataclass(frozen=True)
+class TokenStream:
+    tokens: list[str] | list[bytes]  # bytes from the ASCII path; either way only their number is used
+    hashes: np.ndarray  # uint64, one per token
+    cjk_tokens: int
+
+    @property
+    def is_cjk(self) -> bool:
+        return _mostly_cjk(len(self.tokens), self.cjk_tokens)
+
+
+def is_mostly_cjk(text: str) -> bool:
+    """True when at least half of a text's tokens are CJK characters (the rule shingling follows too)."""
+    tokens = _TOKEN.findall(text)
+    return _mostly_cjk(len(tokens), sum(1 for t in tokens if _IS_CJK.match(t)))
+
+
+def _mostly_cjk(tokens: int, cjk: int) -> bool:
+    """The shingling rule: at least half of a text's tokens are CJK characters."""
+    return tokens > 0 and 2 * cjk >= tokens
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """The tokens of many texts: hashes[bounds[i]:bounds[i + 1]] are those of text i."""
+
+    hashes: np.ndarray  # uint64
+    bounds: np.ndarray  # int64, one more than there are texts
+    cjk: list[int]      # CJK characters in each text
+
+    def count(self, i: int) -> int:
+        return int(self.bounds[i + 1] - self.bounds[i])
+
+    def is_cjk(self, i: int) -> bool:
+        return _mostly_cjk(self.count(i), self.cjk[i])
+
+
+class Tokenizer:
+    """Turns normalized text into tokens and 32-bit shingle hashes, a batch of texts at a time; caches token
+    hashes."""
+
+    def __init__(self, word_ngram: int, cjk_ngram: int) -> None:
+        self.word_ngram = word_ngram
+        self.cjk_ngram = cjk_ngram
+        self._hash_cache: dict[str | bytes, int] = {}
+
+    def stream(self, normalized_text: str) -> TokenStream:
+        """The tokens of one text, for inspection; batch() gives the same hashes for many texts at once."""
+        tokens, cjk = _tokens(normalized_text)
+        return TokenStream(tokens, self._hashes(tokens), cjk)
+
+    def batch(self, normalized_texts: list[str]) -> TokenBatch:
+        every: list = []
+        counts, cjk = [0], []
+        for text in normalized_texts:
+            tokens, characters = _tokens(text)
+            every += tokens
+            counts.append(len(tokens))
+            cjk.append(characters)
+        return TokenBatch(self._hashes(every), np.cumsum(counts), cjk)
+
+    def _hashes(self, tokens: list) -> np.ndarray:
+        """64-bit hashes of tokens (str or, from the ASCII path, the same text as bytes: both hash alike)."""
+        cache = self._hash_cache
+        if len(cache) > _CACHE_LIMIT:
+            cache.clear()
+        hashes = list(map(cache.get, tokens))
+        if None in hashes:
+            for i, token in enumerate(tokens):
+                if hashes[i] is None:
+                    data = token if isinstance(token, bytes) else token.encode("utf-8")
+                    hashes[i] = cache[token] = xxhash.xxh64_intdigest(data, _TOKEN_SEED)
+        return np.array(hashes, dtype=np.uint64)
+
+    def ngram_size(self, stream: TokenStream) -> int:
+        return self.cjk_ngram if stream.is_cjk else self.word_ngram
+
+    def shingles(self, stream: TokenStream) -> np.ndarray:
+        """32-bit hashes of the token n-grams (uint32, with repeats); empty when there are no tokens."""
+        return shingle_hashes(stream.hashes, self.ngram_size(stream))
+
+    def shingle_sets(self, batch: TokenBatch) -> list[np.ndarray]:
+        """The distinct shingle hashes of each text of a batch, sorted (uint32): what shingles() gives for
+        each, computed for all texts together."""
+        texts = len(batch.cjk)
+        counts = np.diff(batch.bounds)
+        sizes = np.array([self.cjk_ngram if batch.is_cjk(i) else self.word_ngram for i in range(texts)], np.int64)
+        values, owners = [], []
+        for n in sorted(set(sizes.tolist())):  # not np.unique, which loads numpy.ma: a cold query feels it
+            # Texts of at least n tokens: one shingle per start position whose n tokens lie in the text.
+            full = np.flatnonzero((sizes == n) & (counts >= n))
+            if len(full):
+                spans = counts[full] - n + 1
+                owner = np.repeat(full, spans)
+                positions = ranges(batch.bounds[full], spans)
+                acc = batch.hashes[positions]
+                for j in range(1, n):
+                    acc = acc * _NGRAM_MULT
+                    acc ^= batch.hashes[positions + j]
+                values.append((fmix64(acc) >> _S32).astype(np.uint32))
+                owners.append(owner)
+        for i in np.flatnonzero((counts > 0) & (counts < sizes)).tolist():  # shorter texts: one shingle of all
+            values.append(shingle_hashes(batch.hashes[batch.bounds[i] : batch.bounds[i + 1]], int(sizes[i])))
+            owners.append(np.array([i]))
+        if not values:
+            return [np.empty(0, np.uint32) for _ in range(texts)]
+        keys = distinct((np.concatenate(owners).astype(np.uint64) << _S32) | np.concatenate(values).astype(np.uint64))
+        split = np.searchsorted(keys >> _S32, np.arange(texts + 1, dtype=np.uint64)).tolist()
+        low = (keys & _LOW32).astype(np.uint32)
+        return [low[split[i] : split[i + 1]] for i in range(texts)]
+
+    def word_counts(self, batch: TokenBatch) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The distinct token hashes of each text of a batch and how often each occurs (distinct_counts of
+        each text's hashes, sorted together: by text, then by the high bits of the hash)."""
+        texts = len(batch.cjk)
+        if len(batch.hashes) == 0:
+            return [(np.empty(0, np.uint64), np.empty(0, np.int64)) for _ in range(texts)]
+        owner = np.repeat(np.arange(texts, dtype=np.uint64), np.diff(batch.bounds))
+        owner_bits = np.uint64(max(1, texts - 1).bit_length())
+        order = np.argsort((owner << (np.uint64(64) - owner_bits)) | (batch.hashes >> owner_bits))
+        hashes, owner = batch.hashes[order], owner[order]
+        # Two words of one text alike in all those high bits (odds ~2**-40) may each keep an entry with part of
+        # the count: every use of these counts adds them up per hash, so nothing changes.
+        starts = np.flatnonzero(np.concatenate(([True], (hashes[1:] != hashes[:-1]) | (owner[1:] != owner[:-1]))))
+        counts = np.diff(np.concatenate((starts, [len(hashes)])))
+        split = np.searchsorted(owner[starts], np.arange(texts + 1, dtype=np.uint64)).tolist()
+        values = hashes[starts]
+        return [(values[split[i] : split[i + 1]], counts[split[i] : split[i + 1]]) for i in range(texts)]
+
+
+def _tokens(text: str) -> tuple[list, int]:
+    """A text's tokens and its number of CJK characters."""
+    if text.isascii() and not any(mark in text for mark in _ASCII_NOISE_MARKS):
+        tokens = text.encode("ascii").translate(_ASCII_SEPARATORS).split()
+        if b"rt" in tokens:
+            tokens = [t for t in tokens if t != b"rt"]
+        if any(t.isdigit() for t in tokens):
+            tokens = [d for t in tokens for d in ([t[i : i + 1] for i in range(len(t))] if t.isdigit() else (t,))]
+        return tokens, 0
+    tokens = _TOKEN.findall(_REPOST_NOISE.sub(" ", text))
+    return tokens, 0 if text.isascii() else len(_IS_CJK.findall(text))
+
+
+def shingle_hashes(token_hashes: np.ndarray, n: int) -> np.ndarray:
+    """Hash every run of n consecutive tokens; a text shorter than n becomes one shingle of all its tokens."""
+    count = len(token_hashes)
+    if count == 0:
+        return np.empty(0, np.uint32)
+    n = min(n, count)
+    width = count - n + 1
+    acc = token_hashes[:width].copy()
+    for j in range(1, n):
+        acc *= _NGRAM_MULT
+        acc ^= token_hashes[j : j + width]
+    return (fmix64(acc) >> _S32).astype(np.uint32)
+
+
+# --- Chinese words for SimHash features -------------------------------------
+
+_jieba_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _jieba():
+    """Load jieba on first use only: its dictionary costs about a second and is needed for Chinese alone."""
+    with _jieba_lock:
+        import logging
+
+        import jieba
+
+        jieba.setLogLevel(logging.WARNING)
+        directory = cache_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        jieba.dt.tmp_dir = str(directory)
+        jieba.initialize()
+        return jieba
+
+
+@lru_cache(maxsize=1)
+def jieba_idf() -> tuple[dict[str, float], float]:
+    """jieba's own IDF table and its median, the weight given to words it does not know. The file is read from
+    jieba's folder: importing jieba.analyse for it would build that module's own copy of the table and its
+    part-of-speech tagger, 65 MB in every process that sketches Chinese."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("jieba")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    text = (folder / "analyse" / "idf.txt").read_text("utf-8")
+    table: dict[str, float] = {}
+    for line in text.splitlines():
+        word, _, value = line.partition(" ")
+        if value:
+            table[word] = float(value)
+    values = sorted(table.values())
+    return table, values[len(values) // 2]
+
+
+def chinese_words(normalized_text: str) -> list[str]:
+    """jieba's segmentation, keeping only tokens with a letter, digit or ideograph."""
+    return [w for w in _jieba().lcut(normalized_text) if _JIEBA_WORD.search(w)]
+
