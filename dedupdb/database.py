@@ -18,7 +18,7 @@ from dedupdb.config import (
     Settings,
     default_db_path,
 )
-from dedupdb.errors import InputError, SettingsError
+from dedupdb.errors import DatabaseError, InputError, SettingsError
 from dedupdb.sketch.fingerprint import Fingerprinter
 from dedupdb.index.grouping import DEFAULT_KEEP, keep_order, neighbours, stars
 from dedupdb.index.indexer import Indexer
@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the ingest and export machinery loads when first used: a qu
     from dedupdb.ingest.summary import AddSummary, Progress
 
 _IDF_BLOB = "corpus_idf"  # SimHash's word weights in stores of algorithm 3 (now a fixed table: weights.py)
+_IDF_META = "idf.documents"
 _REINDEX_PENDING = "reindex.pending"  # set while reindex --from-sources rebuilds the store
 
 
@@ -124,7 +125,7 @@ def _banding(threshold: float, num_perm: int) -> Banding:
     return optimal_banding(threshold, num_perm)
 
 
-def _scheme(settings: Settings) -> Candidates:
+def candidate_scheme(settings: Settings) -> Candidates:
     """How a store with these settings finds candidates: its preset's scheme (bands chosen for the threshold)."""
     return scheme_for(settings.preset, _banding(settings.threshold, settings.num_perm))
 
@@ -140,6 +141,13 @@ class Database:
         # Signatures of another version of the algorithm cannot be mixed with new ones: such a store answers
         # what it holds (report, pairs, clean) but takes no new text until it is rebuilt from its sources.
         self.outdated = settings.algorithm != ALGORITHM_VERSION or meta.get(_REINDEX_PENDING) == "1"
+
+    def adopt_scheme(self, scheme: Candidates) -> None:
+        """Go on with another candidate scheme (a scale-out job's, which found the pairs being imported): the
+        caller has written it to the store's meta in the same transaction as what it found."""
+        if scheme_meta(scheme) != scheme_meta(self.banding):
+            self.banding = scheme
+            self.indexer = Indexer(self.store, self.settings, scheme, self.fingerprinter)
 
     def _require_current(self) -> None:
         if self.outdated:
@@ -170,7 +178,7 @@ class Database:
             meta = store.read_meta()
             if "setting.threshold" not in meta:
                 fresh = Settings(**requested)
-                banding = _scheme(fresh)
+                banding = candidate_scheme(fresh)
                 if not create:
                     # Another process is creating it, or its creation was cut short before the settings: nothing
                     # is stored yet. Read it as empty, and leave the settings to whoever creates it.
@@ -255,7 +263,7 @@ class Database:
         settings = self.settings
         if threshold is not None and threshold != settings.threshold:
             settings = Settings(**{**{f.name: getattr(settings, f.name) for f in fields(Settings)}, "threshold": threshold})
-        banding = _scheme(settings)
+        banding = candidate_scheme(settings)
         self.settings, self.banding = settings, banding
         self.fingerprinter.settings = settings
         self.indexer = Indexer(self.store, settings, banding, self.fingerprinter)
@@ -282,8 +290,7 @@ class Database:
             # Every file reads as changed; the corpus IDF of an older store weighs nothing any more.
             self.store.forget_signatures()
             self.store.delete_files([r.id for r in rows if r.path in set(gone)])
-            self.store.conn.execute("DELETE FROM blobs WHERE name = ?", (_IDF_BLOB,))
-            self.store.conn.execute("DELETE FROM meta WHERE key = 'idf.documents'")
+            self.store.forget_meta([_IDF_META], [_IDF_BLOB])
         self.settings = settings
         self.fingerprinter = Fingerprinter(settings)
         self.indexer = Indexer(self.store, settings, self.banding, self.fingerprinter)
@@ -605,7 +612,7 @@ def _check_compatible(stored: Settings, requested: dict) -> None:
 def _with_links(members: list[Member]) -> list[Member]:
     """Mark each file that is a hard link of an earlier member's file (one inode, two names): it holds no
     space of its own. Looked up on disk now, so links made since the add count too."""
-    from dedupdb.ops.fileops import file_identity
+    from dedupdb.ingest.sources import file_identity
 
     seen: dict[tuple[int, int], str] = {}
     out = []
@@ -617,3 +624,20 @@ def _with_links(members: list[Member]) -> list[Member]:
             seen[identity] = m.path
         out.append(m)
     return out
+
+
+def check_path(path: str | Path | None) -> CheckReport:
+    """The check (index/check.py) of the database at path; one too damaged to open gets a report of what SQLite
+    finds wrong with it (an error that is not damage, such as a missing file or a lock, is raised as it is)."""
+    from dedupdb.index.check import check_database, unopenable_report
+
+    try:
+        database = Database.open(path, create=False)
+    except DatabaseError:
+        target = Path(path).expanduser() if path else default_db_path()
+        report = unopenable_report(target) if target.is_file() else None
+        if report is None:
+            raise
+        return report
+    with database:
+        return check_database(database)

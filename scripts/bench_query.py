@@ -57,7 +57,7 @@ CORPORA = [
     "zh_sophonplus_reviews.jsonl.gz",
     "zh_thucnews_titles_devtest.jsonl.gz",
 ]
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 SUFFIXES_EN = [
     "\n\nSent from my phone {n}",
     "\n-- \nposted via https://example.com/r/{n}",
@@ -84,7 +84,7 @@ def log(message: str) -> None:
 def is_cjk(text: str) -> bool:
     sample = text[:2000]
     visible = sum(1 for ch in sample if not ch.isspace())
-    return visible > 0 and 2 * len(_CJK.findall(sample)) >= visible
+    return visible > 0 and 2 * len(CJK.findall(sample)) >= visible
 
 
 class Corpus:
@@ -109,7 +109,7 @@ class Corpus:
         en_words, zh_chars = set(), set()
         for text, cjk in zip(self.pool[:5000], self.pool_cjk[:5000]):
             if cjk:
-                zh_chars.update(_CJK.findall(text))
+                zh_chars.update(CJK.findall(text))
             else:
                 en_words.update(w.lower() for w in text.split() if w.isalpha())
         self.vocab_en = sorted(en_words) or ["word"]

@@ -98,7 +98,7 @@ def main() -> None:
 
     def fast_parts(batch: list[str]):
         return fast.sketch_parts(batch, settings.word_ngram, settings.cjk_ngram, settings.containment_ngram,
-                                 settings.winnow_window, fast_path.minhasher._a, fast_path.minhasher._b)
+                                 settings.winnow_window, fast_path.minhasher.multipliers, fast_path.minhasher.offsets)
 
     for label, name in CORPORA.items():
         if not (EVAL / name).exists():

@@ -60,7 +60,7 @@ CORPORA = {
 }
 _EN_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _ZH_SENTENCE = re.compile(r"(?<=[。！？!?])")
-_CJK = re.compile(r"[\u4e00-\u9fff]")
+CJK = re.compile(r"[\u4e00-\u9fff]")
 _WORD = re.compile(r"\w")
 
 
@@ -85,7 +85,7 @@ def load(name: str, limit: int) -> list[str]:
 
 def sentences(text: str) -> list[str]:
     """Sentences, across the line breaks of hard-wrapped text (Reuters); those without a letter or digit left out."""
-    pattern = _ZH_SENTENCE if len(_CJK.findall(text)) * 2 > len(text.split()) else _EN_SENTENCE
+    pattern = _ZH_SENTENCE if len(CJK.findall(text)) * 2 > len(text.split()) else _EN_SENTENCE
     return [s.strip() for s in pattern.split(" ".join(text.split())) if _WORD.search(s)]
 
 
@@ -161,7 +161,7 @@ def build_corpus(name: str, args, rng: random.Random) -> Corpus:
         start = rng.randrange(len(parts) // 3, 2 * len(parts) // 3)
         count = rng.choice((1, 2))
         text = " ".join(parts[start : start + count])
-        corpus.passages.append(Passage(f"d{i}", text, len(text.split()) if not _CJK.search(text) else len(text)))
+        corpus.passages.append(Passage(f"d{i}", text, len(text.split()) if not CJK.search(text) else len(text)))
     return corpus
 
 

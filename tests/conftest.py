@@ -35,14 +35,14 @@ CHINESE_OTHER = "这家酒店的服务态度非常差，房间又小又脏，空
 def decoding(request, monkeypatch):
     """Stored formats decoded by numpy's path, or by compiled code (fastdecode.py), whichever a process has: a test
     taking this runs once with each."""
-    from dedupdb.storage import decoding as compiled
+    from dedupdb.storage import decoding
 
     if request.param == "numpy":
-        monkeypatch.setattr(compiled, "decoder", lambda: None)
+        monkeypatch.setattr(decoding, "decoder", lambda: None)
     else:
         from dedupdb.storage import fastdecode
 
-        monkeypatch.setattr(compiled, "decoder", lambda: fastdecode)
+        monkeypatch.setattr(decoding, "decoder", lambda: fastdecode)
     return request.param
 
 

@@ -78,7 +78,7 @@ def assert_same_parts(texts: list[str], settings: Settings) -> None:
     sketcher = Sketcher(s)
     expected = sketcher._parts(texts)
     got = fastsketch.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.containment_ngram, s.winnow_window,
-                                  sketcher.minhasher._a, sketcher.minhasher._b)
+                                  sketcher.minhasher.multipliers, sketcher.minhasher.offsets)
     shingles, signatures, words, prints, tokens, cjk = expected
     assert got[4] == tokens and got[5] == cjk
     assert got[1].dtype == signatures.dtype and np.array_equal(got[1], signatures)
@@ -164,11 +164,11 @@ def test_xxh64_matches_xxhash():
 @given(text=_TEXT)
 def test_texts_skipping_the_repost_regex_hold_no_noise(text):
     """The cheap checks that spare most texts the regex never skip one it would change."""
-    from dedupdb.text.tokens import _REPOST_NOISE
+    from dedupdb.text.tokens import REPOST_NOISE
 
     assert fastsketch._has_rt(text) == bool(re.search(r"\brt\b", text))
     if not any(mark in text for mark in fastsketch._NOISE_MARKS) and not fastsketch._has_rt(text):
-        assert _REPOST_NOISE.search(text) is None
+        assert REPOST_NOISE.search(text) is None
 
 
 def test_batches_take_the_compiled_path_and_single_texts_once_earned(monkeypatch):

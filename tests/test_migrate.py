@@ -100,7 +100,7 @@ def test_schema_2_database_is_migrated_and_its_index_rebuilt(tmp_path, db_path, 
 
 
 def test_store_refuses_more_contents_than_index_rows_can_name(tmp_path, db_path, cli):
-    from dedupdb.storage.store import CONTENT_ID_BITS
+    from dedupdb.storage.entries import CONTENT_ID_BITS
 
     from .conftest import ENGLISH, ENGLISH_OTHER, write
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dedupdb.storage import runs as runs_module
+from dedupdb.storage.entries import CONTENT_ID_BITS
 from dedupdb.storage.store import Store
 
 
@@ -206,7 +207,7 @@ def test_blocks_are_packed_as_their_entries_allow_and_read_back_whole(store, sma
     each allows; sparse keys are kept whole. One run may hold blocks of every layout, and reading any mix of them
     gives the entries back in order."""
     rng = np.random.default_rng(2)
-    shift = runs_module._CONTENT_ID_BITS
+    shift = CONTENT_ID_BITS
     dense_small = (np.arange(0, 70, dtype=np.int64) << shift) | rng.integers(0, 1 << 24, 70)           # 4
     spread_small = ((1000 + np.arange(0, 70, dtype=np.int64) * 300) << shift) | rng.integers(1 << 23, 1 << 24, 70)  # 5
     spread_large = ((50000 + np.arange(0, 70, dtype=np.int64) * 2000) << shift) | rng.integers(1 << 29, 1 << 30, 70)  # 6
@@ -230,7 +231,7 @@ def test_blocks_are_packed_as_their_entries_allow_and_read_back_whole(store, sma
 def _assert_reads(runs, everything: np.ndarray) -> None:
     """Read whole, looked up by key ranges and checked, the runs hold exactly these entries: as read from their
     blocks, not as this connection holds them in memory."""
-    shift = runs_module._CONTENT_ID_BITS
+    shift = CONTENT_ID_BITS
     runs._runs = None
     assert np.array_equal(np.sort(np.concatenate(list(runs.chunks()))), everything)
     lows = everything[::9]
@@ -244,7 +245,7 @@ def test_blocks_packed_as_stores_of_before_are_read(store, small_runs, decoding)
     """Blocks of the two packed layouts written before the split ones (a 16-bit gap, and a 24- or 32-bit id) are
     read as they were, beside split ones."""
     rng = np.random.default_rng(4)
-    shift = runs_module._CONTENT_ID_BITS
+    shift = CONTENT_ID_BITS
     small_ids = ((np.arange(0, 60, dtype=np.int64) * 900) << shift) | rng.integers(0, 1 << 24, 60)
     large_ids = ((60000 + np.arange(0, 60, dtype=np.int64) * 900) << shift) | rng.integers(1 << 24, 1 << 30, 60)
     everything = np.unique(np.concatenate((small_ids, large_ids)))
@@ -415,7 +416,7 @@ def test_a_split_block_with_impossible_id_bits_is_named_and_refused(store, small
     from dedupdb.errors import DatabaseError
 
     rng = np.random.default_rng(5)
-    shift = runs_module._CONTENT_ID_BITS
+    shift = CONTENT_ID_BITS
     everything = np.unique((np.arange(0, 60, dtype=np.int64) << shift) | rng.integers(0, 1 << 20, 60))
     runs = store._index
     with store.transaction():
@@ -434,7 +435,7 @@ def test_blocks_of_every_width_and_id_size_decode_at_once_whole_or_by_ranges(dec
     """Blocks of one call may differ in width and in the bits their ids take; each gives back its entries, and
     a ranged read exactly those within the ranges, in order."""
     rng = np.random.default_rng(9)
-    shift = runs_module._CONTENT_ID_BITS
+    shift = CONTENT_ID_BITS
     blocks, start = [], 0
     for gap, id_bits in [(3, 4), (900, 20), (5, 30), (70000, 12), (2, 1), (40, 29)]:
         keys = start + np.cumsum(rng.integers(1, gap + 1, 50))

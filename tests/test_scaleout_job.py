@@ -105,13 +105,13 @@ def ray_runtime():
 
 @pytest.fixture(scope="module")
 def job_out(ray_runtime, inputs, tmp_path_factory) -> Path:
-    from dedupdb.database import _scheme
+    from dedupdb.database import candidate_scheme
     from dedupdb.scaleout import job
 
     out = tmp_path_factory.mktemp("job") / "out"
     settings = Settings()
     seen = []
-    job.run([str(p) for p in inputs], out, settings, _scheme(settings), RecordOptions(id_field="id"), unique=True,
+    job.run([str(p) for p in inputs], out, settings, candidate_scheme(settings), RecordOptions(id_field="id"), unique=True,
             progress=lambda stage, seconds, rows: seen.append(stage))
     assert seen[:3] == ["read", "sketch", "texts"] and "verify" in seen
     return out
@@ -194,11 +194,11 @@ def test_unique_keeps_what_export_unique_keeps(job_out, local_store, inputs):
 
 
 def test_unique_keeps_the_longest_as_export_unique_does(ray_runtime, inputs, local_store, tmp_path):
-    from dedupdb.database import _scheme
+    from dedupdb.database import candidate_scheme
     from dedupdb.scaleout import job
 
     settings = Settings()
-    job.run([str(p) for p in inputs], tmp_path / "out", settings, _scheme(settings), RecordOptions(id_field="id"),
+    job.run([str(p) for p in inputs], tmp_path / "out", settings, candidate_scheme(settings), RecordOptions(id_field="id"),
             keep="longest")
     dropped = {r["key"] for r in _table(tmp_path / "out" / "clusters") if not r["keep"]}
     everything = {key for keys in local_store.store.document_keys(local_store.store.all_content_ids()).values()
@@ -339,7 +339,7 @@ def test_cli_runs_a_job_and_reports_it(ray_runtime, runner, tmp_path):
 
 
 def test_a_uri_input_is_read_through_pyarrow(ray_runtime, tmp_path):
-    from dedupdb.database import _scheme
+    from dedupdb.database import candidate_scheme
     from dedupdb.scaleout import job
 
     source = tmp_path / "posts.jsonl"
@@ -348,7 +348,7 @@ def test_a_uri_input_is_read_through_pyarrow(ray_runtime, tmp_path):
                       encoding="utf-8")
     uri = source.as_uri()
     settings = Settings()
-    manifest = job.run([uri], tmp_path / "out", settings, _scheme(settings), RecordOptions(), unique=True)
+    manifest = job.run([uri], tmp_path / "out", settings, candidate_scheme(settings), RecordOptions(), unique=True)
     assert manifest.inputs[0]["uri"] == uri
     keys = {row["key"] for row in _table(tmp_path / "out" / "documents")}
     assert keys == {f"{uri}#{i}" for i in range(1, 15)}
@@ -358,7 +358,7 @@ def test_a_uri_input_is_read_through_pyarrow(ray_runtime, tmp_path):
 
 
 def test_a_parquet_shard_is_deduplicated_into_parquet(ray_runtime, tmp_path):
-    from dedupdb.database import _scheme
+    from dedupdb.database import candidate_scheme
     from dedupdb.scaleout import job
 
     rng = random.Random(5)
@@ -367,7 +367,7 @@ def test_a_parquet_shard_is_deduplicated_into_parquet(ray_runtime, tmp_path):
     path = tmp_path / "corpus.parquet"
     pq.write_table(pa.table({"doc": [f"d{i}" for i in range(len(rows))], "body": rows, "lang": ["en"] * len(rows)}), path)
     settings = Settings()
-    manifest = job.run([str(path)], tmp_path / "out", settings, _scheme(settings),
+    manifest = job.run([str(path)], tmp_path / "out", settings, candidate_scheme(settings),
                        RecordOptions(text_field="body", id_field="doc"), unique=True)
     pairs = {(p["a"], p["b"]): p for p in _table(tmp_path / "out" / "pairs")}
     assert set(pairs) == {(f"{path}#d0", f"{path}#d20"), (f"{path}#d1", f"{path}#d21")}
@@ -391,7 +391,7 @@ def test_without_the_ray_extra_the_command_says_how_to_install_it(runner, tmp_pa
 
 
 def test_unique_drops_by_record_even_when_ids_hold_a_hash_sign(ray_runtime, tmp_path):
-    from dedupdb.database import _scheme
+    from dedupdb.database import candidate_scheme
     from dedupdb.scaleout import job
 
     texts = [_text(random.Random(i), 50) for i in range(6)]
@@ -399,7 +399,7 @@ def test_unique_drops_by_record_even_when_ids_hold_a_hash_sign(ray_runtime, tmp_
     source = tmp_path / "x#y.jsonl"  # the file name holds one too
     source.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in rows), encoding="utf-8")
     settings = Settings()
-    job.run([str(source)], tmp_path / "out", settings, _scheme(settings), RecordOptions(id_field="id"), unique=True)
+    job.run([str(source)], tmp_path / "out", settings, candidate_scheme(settings), RecordOptions(id_field="id"), unique=True)
     kept = (tmp_path / "out" / "unique" / "00000-x#y.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["id"] for line in kept] == ["a#1", "a", "1"]
     dropped = {r["key"] for r in _table(tmp_path / "out" / "clusters") if not r["keep"]}

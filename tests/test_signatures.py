@@ -212,10 +212,10 @@ _mixed_text = st.lists(
 @settings(max_examples=300, deadline=None)
 @given(_ascii_text)
 def test_ascii_tokens_hash_like_the_regex_path(text):
-    from dedupdb.text.tokens import _REPOST_NOISE, _TOKEN
+    from dedupdb.text.tokens import REPOST_NOISE, _TOKEN
 
     fast = Tokenizer(2, 2).stream(text)  # ASCII without noise marks: bytes.translate and split
-    slow_tokens = _TOKEN.findall(_REPOST_NOISE.sub(" ", text))
+    slow_tokens = _TOKEN.findall(REPOST_NOISE.sub(" ", text))
     slow = Tokenizer(2, 2)._hashes(slow_tokens)
     assert [t.decode() for t in fast.tokens] == slow_tokens
     assert fast.hashes.tolist() == slow.tolist()
@@ -276,7 +276,7 @@ def test_minhash_of_long_texts_spans_chunks():
 
     hasher = MinHasher(64, 3)
     shingles = np.unique(np.random.default_rng(5).integers(0, 2**32, 3 * minhash._CHUNK_SHINGLES + 7).astype(np.uint32))
-    expected = (shingles[:, None].astype(np.uint64) * hasher._a.astype(np.uint64) + hasher._b) % 2**32
+    expected = (shingles[:, None].astype(np.uint64) * hasher.multipliers.astype(np.uint64) + hasher.offsets) % 2**32
     assert hasher.signature(shingles).tolist() == expected.min(axis=0).astype(np.uint32).tolist()
 
 

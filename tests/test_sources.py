@@ -97,7 +97,7 @@ def test_normalize_lines_of_ascii_matches_normalize_with_and_without_compiled_co
         if compiled is not None:
             sys.modules["dedupdb.sketch.fastsketch"] = compiled
     pytest.importorskip("numba")
-    import dedupdb.sketch.fastsketch  # noqa: F401
+    import dedupdb.sketch.fastsketch  # noqa: F401  (loaded to be taken out below)
 
     assert normalize_lines(lines) == expected
 

@@ -356,7 +356,7 @@ def ray_job(
 
     if importlib.util.find_spec("ray") is None or importlib.util.find_spec("pyarrow") is None:
         raise InputError('the ray extra is not installed: pip install "dedupdb[ray]"')
-    from dedupdb.database import _scheme
+    from dedupdb.database import candidate_scheme
     from dedupdb.scaleout import job
 
     settings = Settings(**{k: v for k, v in {"threshold": threshold, "num_perm": permutations}.items() if v is not None})
@@ -364,7 +364,7 @@ def ray_job(
     chosen = "lines" if lines else (records.value if records else "auto")
     options = RecordOptions(chosen, text_field, id_field, limit)
     terminal = sys.stderr.isatty()
-    manifest = job.run(inputs, out, settings, _scheme(settings), options, address, workers, keep.value, unique,
+    manifest = job.run(inputs, out, settings, candidate_scheme(settings), options, address, workers, keep.value, unique,
                        progress=render.job_stage, bars=terminal)
     if fmt is ListFormat.json:
         render.write_json(render.job_json(manifest, str(out)))
@@ -535,7 +535,7 @@ def check(
     document counts, pairs and clusters.
 
     Exit status 0 when all hold, 1 with one line per failed check otherwise."""
-    from dedupdb.index.check import check_path
+    from dedupdb.database import check_path
 
     report = check_path(_db_given(db))
     if fmt is ListFormat.json:

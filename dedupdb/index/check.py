@@ -12,7 +12,7 @@ The invariants, each a named check:
   checks of rows below (which would only repeat it, or could not read it at all).
 - index_rows: every content has exactly the index rows its stored signatures give (one per LSH band, or per pair
   of super-shingles with that preset, for a text with shingles, one per SimHash block pair for a text with a
-  SimHash, as Indexer._index_rows computes them),
+  SimHash, as Indexer.rows_of computes them),
   and no row belongs to a content that does not exist.
 - containment_rows: every content has exactly one containment row per fingerprint it stores (none for a content
   stored before fingerprints existed), and no row belongs to a content that does not exist.
@@ -40,11 +40,11 @@ import numpy as np
 from dedupdb.storage import sketchpack
 from dedupdb.storage.checksums import matches
 from dedupdb.index.clusters import dense_components
-from dedupdb.config import default_db_path
 from dedupdb.errors import DatabaseError
 from dedupdb.text.hashing import distinct, distinct_counts, fmix64
 from dedupdb.sketch.winnowing import rows_of
-from dedupdb.storage.store import CONTENT_ID_BITS, Store
+from dedupdb.storage.entries import CONTENT_ID_BITS
+from dedupdb.storage.store import Store
 
 if TYPE_CHECKING:
     from dedupdb.database import Database
@@ -91,23 +91,13 @@ class CheckReport:
         return next((p for p in self.problems if p.check == check), None)
 
 
-def check_path(path: str | Path | None) -> CheckReport:
-    """check_database() of the database at path; one too damaged to open gets a report of what SQLite finds
-    wrong with it (an error that is not damage, such as a missing file or a lock, is raised as it is)."""
-    from dedupdb.database import Database
-
-    try:
-        database = Database.open(path, create=False)
-    except DatabaseError:
-        target = Path(path).expanduser() if path else default_db_path()
-        if not target.is_file():
-            raise
-        messages = Store.integrity_at(target, INTEGRITY_LIMIT)
-        if not messages:
-            raise
-        return CheckReport(str(target), None, None, None, (_integrity_problem(messages),))
-    with database:
-        return check_database(database)
+def unopenable_report(target: Path) -> CheckReport | None:
+    """The report on a database file too damaged to open: what SQLite's integrity check finds wrong with it, or
+    None when it finds nothing (the failure to open was not damage: a lock, a newer schema)."""
+    messages = Store.integrity_at(target, INTEGRITY_LIMIT)
+    if not messages:
+        return None
+    return CheckReport(str(target), None, None, None, (_integrity_problem(messages),))
 
 
 def check_database(database: Database) -> CheckReport:
@@ -249,7 +239,7 @@ def _check_index_rows(database: Database, max_id: int, damaged: frozenset[int]) 
     store, indexer = database.store, database.indexer
     return _check_rows(
         "index_rows", "index rows", max_id, store.index_entry_chunks(), store.stored_entries,
-        lambda rows: indexer._index_rows(indexer.stored_fingerprints(rows)), store, damaged,
+        lambda rows: indexer.rows_of(indexer.stored_fingerprints(rows)), store, damaged,
     )
 
 

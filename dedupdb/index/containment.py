@@ -8,6 +8,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from dedupdb.config import Settings
+from dedupdb.storage.entries import CONTENT_ID_BITS, CONTENT_ID_MASK
 from dedupdb.storage.store import Store
 from dedupdb.sketch.winnowing import (
     CANDIDATE_SHARE,
@@ -18,10 +19,30 @@ from dedupdb.sketch.winnowing import (
     candidates_by_share,
     containment,
     rows_of,
-    shared_counts,
     smaller_first,
 )
-from dedupdb.text.hashing import distinct, distinct_counts, to_unsigned64
+from dedupdb.text.hashing import distinct, distinct_counts, ranges, to_unsigned64
+
+
+def shared_counts(
+    ids: np.ndarray, keys: np.ndarray, posting_keys: np.ndarray, posting_ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, b, fingerprints shared) for every content a of (ids, keys) and content b != a of the postings that share
+    a key: one row per pair."""
+    if len(keys) == 0 or len(posting_keys) == 0:
+        empty = np.empty(0, np.int64)
+        return empty, empty, empty
+    order = np.argsort(posting_keys, kind="stable")
+    posting_keys, posting_ids = posting_keys[order], posting_ids[order]
+    lows = np.searchsorted(posting_keys, keys, "left")
+    highs = np.searchsorted(posting_keys, keys, "right")
+    sizes = highs - lows
+    mine = np.repeat(ids, sizes)
+    at = ranges(lows, sizes)
+    theirs = posting_ids[at]
+    keep = mine != theirs
+    packed, counts = distinct_counts((mine[keep] << CONTENT_ID_BITS) | theirs[keep])
+    return packed >> CONTENT_ID_BITS, packed & CONTENT_ID_MASK, counts
 
 
 class ContainmentIndex:

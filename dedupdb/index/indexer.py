@@ -18,7 +18,8 @@ from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch, kept_
 from dedupdb.text.hashing import distinct, ranges, slot_hash, to_unsigned64
 from dedupdb.index.lsh import Candidates, candidate_keys
 from dedupdb.sketch.simhash import block_key_matrix
-from dedupdb.storage.store import INDEX_KEY_BITS, ContentRow, Store
+from dedupdb.storage.entries import INDEX_KEY_BITS
+from dedupdb.storage.store import ContentRow, Store
 from dedupdb.sketch.verify import PairJudge, Signature, SketchTable, judge
 
 
@@ -59,7 +60,7 @@ class Indexer:
 
     # --- index keys ---------------------------------------------------------------
 
-    def _index_rows(self, fingerprints: dict[int, Fingerprint]) -> tuple[np.ndarray, np.ndarray]:
+    def rows_of(self, fingerprints: dict[int, Fingerprint]) -> tuple[np.ndarray, np.ndarray]:
         return index_rows(self.settings, self.banding, fingerprints)
 
     def stored_fingerprints(self, rows: dict[int, ContentRow]) -> dict[int, Fingerprint]:
@@ -104,7 +105,7 @@ class Indexer:
         """Add the index rows of new contents, verify the candidates they meet, store the pairs and merge
         their clusters. With stored false, the new contents have no rows yet: the cluster each joins is returned
         ({content id: cluster}, for those not in their own) for their rows to be written with."""
-        ids, keys = self._index_rows(new)
+        ids, keys = self.rows_of(new)
         (keys, ids), before = self.store.index_and_match(ids, keys)
         candidates = _shared_keys(keys, ids, *before)
         if not len(candidates):
@@ -159,7 +160,7 @@ class Indexer:
             return
         rows = self.store.contents(orphans)
         affected = {row.cluster for row in rows.values()}
-        self.store.delete_index(*self._index_rows(self.stored_fingerprints(rows)))
+        self.store.delete_index(*self.rows_of(self.stored_fingerprints(rows)))
         self.containment.remove({cid: row.fingerprints for cid, row in rows.items()})
         for content_id in orphans:
             self.store.delete_content(content_id)
@@ -189,7 +190,7 @@ class Indexer:
     def search(self, fp: Fingerprint, threshold: float | None = None) -> list[Match]:
         """Stored contents that are near-duplicates of a fingerprint, best first."""
         exact = self.store.content_ids_by_hash([fp.content_hash]).get(fp.content_hash)
-        _, keys = self._index_rows({0: fp})
+        _, keys = self.rows_of({0: fp})
         candidates = set(self.store.match_index(keys)[1].tolist())
         candidates.discard(exact)
         mine = Signature(fp.sketch, fp.simhash)

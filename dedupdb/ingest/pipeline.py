@@ -165,7 +165,7 @@ class Ingest:
 
     # --- one batch in flight -------------------------------------------------------
 
-    def _submit(self, work: Work, items: list, apply: Callable[[list], None]) -> None:
+    def submit(self, work: Work, items: list, apply: Callable[[list], None]) -> None:
         """Have work(settings, items) done (by workers once the ingest proves large) and apply(results) run in
         order: batch N is read and sketched while batch N - 1 is written."""
         self._batches += 1
@@ -299,7 +299,7 @@ class Ingest:
             return
         batch, self._pending = self._pending, []
         jobs = [(str(i.candidate.path), i.known_digest, self.max_file_bytes) for i in batch]
-        self._submit(read_files, jobs, lambda reads: self._apply(batch, reads))
+        self.submit(read_files, jobs, lambda reads: self._apply(batch, reads))
 
     def _apply(self, batch: list[_Pending], reads: list[FileRead]) -> None:
         read: list[tuple[_Pending, FileRead]] = []
@@ -504,7 +504,7 @@ class _RecordRead:
         summary.bytes_read += offset - start[0]
 
     def _flush(self, batch, offset: int, line: int, digest: str, done: bool) -> None:
-        self.ingest._submit(
+        self.ingest.submit(
             sketch_records, [raw for _, _, raw, _ in batch],
             lambda results: self._apply(batch, results, offset, line, digest, done),
         )

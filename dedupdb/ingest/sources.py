@@ -464,3 +464,12 @@ def decode_file(path: Path) -> str:
     if not path.is_file():
         raise ReadError(str(path), "no such file")
     return file_text(path, read_bytes(path))
+
+
+def file_identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of a file, the same for every hard link to it; None when it cannot be looked at."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

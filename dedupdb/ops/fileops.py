@@ -71,15 +71,6 @@ def mirrored(path: Path, folder: Path) -> Path:
     return folder / path.relative_to(path.anchor)
 
 
-def file_identity(path: str) -> tuple[int, int] | None:
-    """(device, inode) of a file, the same for every hard link to it; None when it cannot be looked at."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def discard_partial(path: Path) -> None:
     """Remove what an interrupted copy or link to path left under its temporary name (never path itself)."""
     path.with_name(path.name + _PARTIAL).unlink(missing_ok=True)

@@ -44,7 +44,8 @@ from dedupdb.errors import DedupError, InputError, SettingsError
 from dedupdb.text.hashing import distinct, distinct_counts, distinct_first_counts
 from dedupdb.index.lsh import scheme_from_meta, scheme_meta
 from dedupdb.ingest.records import RecordOptions
-from dedupdb.storage.store import CONTENT_ID_BITS, ContentRow
+from dedupdb.storage.entries import CONTENT_ID_BITS
+from dedupdb.storage.store import ContentRow
 from dedupdb.scaleout.layout import DOCUMENTS, PAIRS, SIGNATURES, Manifest
 
 if TYPE_CHECKING:
@@ -182,11 +183,7 @@ def import_job(db: "Database", out: Path, progress: Progress | None = None) -> I
         # chooses for these settings, unless the job's dedupdb chose otherwise).
         store.write_meta({**scheme_meta(scheme), PENDING: "1", SOURCE: str(out.resolve())})
         ids = store.save_files([row for row, _ in files])
-    if scheme_meta(scheme) != scheme_meta(db.banding):
-        from dedupdb.index.indexer import Indexer
-
-        db.banding = scheme
-        db.indexer = Indexer(store, settings, scheme, db.fingerprinter)
+    db.adopt_scheme(scheme)
     input_files = np.array([ids[row[0]] for row, _ in files], np.int64)
     input_mtimes = np.array([mtime for _, mtime in files], np.int64)
     try:
@@ -296,7 +293,7 @@ def _import_contents(db: "Database", parts: "_Parts", advance: Callable[[int], N
                 first = ids[0]
             stored = dict(zip(ids, fingerprints.values()))
             indexer.containment.add({cid: fp.fingerprints for cid, fp in stored.items()})
-            store.insert_index(*indexer._index_rows(stored))
+            store.insert_index(*indexer.rows_of(stored))
         numbers.append(batch.column("content").to_numpy(zero_copy_only=False).astype(np.int64))
         advance(batch.num_rows)
     return _ContentMap(np.concatenate(numbers) if numbers else np.empty(0, np.int64), first or 1, parts.out)

@@ -18,27 +18,27 @@ from itertools import accumulate
 
 import numpy as np
 
-from dedupdb.text.hashing import _FMIX_C1, _FMIX_C2
+from dedupdb.text.hashing import FMIX_C1, FMIX_C2
 from dedupdb.jit import njit, types
-from dedupdb.text.tokens import _ASCII_NOISE_MARKS, _CJK, _IS_CJK, _NGRAM_MULT, _REPOST_NOISE, _TOKEN_SEED
+from dedupdb.text.tokens import ASCII_NOISE_MARKS, CJK, IS_CJK, NGRAM_MULT, REPOST_NOISE, TOKEN_SEED
 
 # Character classes, one per code point: as tokens._TOKEN sees them.
 _OTHER, _WORD, _DIGIT, _CJK_CHAR = 0, 1, 2, 3
 _UNICODE = 0x110000
 
-# Every match of _REPOST_NOISE holds one of these, or the word "rt": a text without them is left as it is (the
+# Every match of REPOST_NOISE holds one of these, or the word "rt": a text without them is left as it is (the
 # regex is the slowest part of sketching the texts that need it).
 _NOISE_MARKS = ("//", "www.", "@", "#", "转发")
 
-_SEED = np.uint64(_TOKEN_SEED)
+_SEED = np.uint64(TOKEN_SEED)
 _P1 = np.uint64(0x9E3779B185EBCA87)
 _P2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _P3 = np.uint64(0x165667B19E3779F9)
 _P4 = np.uint64(0x85EBCA77C2B2AE63)
 _P5 = np.uint64(0x27D4EB2F165667C5)
-_MULT = np.uint64(_NGRAM_MULT)
-_C1 = np.uint64(_FMIX_C1)
-_C2 = np.uint64(_FMIX_C2)
+_MULT = np.uint64(NGRAM_MULT)
+_C1 = np.uint64(FMIX_C1)
+_C2 = np.uint64(FMIX_C2)
 _BYTE = np.uint64(0xFF)
 _NONE = np.uint32(0xFFFFFFFF)  # the MinHash of no shingles
 # Shift amounts as uint64: numba types uint64 mixed with int64 as float64.
@@ -54,7 +54,7 @@ def char_classes() -> np.ndarray:
     table = np.zeros(_UNICODE, np.uint8)
     every = np.arange(_UNICODE, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
     # The CJK ranges (unassigned code points in them too) are kept out of the other classes, as in _TOKEN.
-    for pattern, cls in ((rf"[^\W\d{_CJK}]+", _WORD), (rf"[^\W\D{_CJK}]+", _DIGIT), (rf"[{_CJK}]+", _CJK_CHAR)):
+    for pattern, cls in ((rf"[^\W\d{CJK}]+", _WORD), (rf"[^\W\D{CJK}]+", _DIGIT), (rf"[{CJK}]+", _CJK_CHAR)):
         for match in re.finditer(pattern, every):
             table[match.start() : match.end()] = cls
     return table
@@ -130,7 +130,7 @@ def xxh64(data, start, length, seed):
 
 @_jit(types.UniTuple(_i64, 2)(_bytes, _i64, _i64, _u8s, _b1, _u64s))
 def _tokenize(data, start, end, table, drop_rt, out):
-    """The token hashes of the UTF-8 text data[start:end] into out, as tokens._tokens and Tokenizer give them:
+    """The token hashes of the UTF-8 text data[start:end] into out, as tokens.split_tokens and Tokenizer give them:
     returns how many, and how many are CJK characters."""
     m = 0
     cjk = 0
@@ -269,7 +269,7 @@ def _append_distinct(values, n, scratch, counts, out, used, counted):
 @_jit(_u8s(_bytes))
 def collapse_spaces(data):
     """data (ASCII lines joined by newlines, with no whitespace but spaces in them) with each run of spaces made
-    one and none at either end of a line: normalize._collapsed_ascii's bytes methods, in one pass."""
+    one and none at either end of a line: normalize.collapsed_ascii's bytes methods, in one pass."""
     out = np.empty(len(data), np.uint8)
     n = 0
     for i in range(len(data)):
@@ -293,7 +293,7 @@ def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram,
 
     data: UTF-8; spans[i]: (start, end) in data of what text i tokenizes; cjk_given[i]: its CJK characters when
     what it tokenizes is a cleaned copy (else -1: they are its CJK tokens); drop_rt[i]: whether the token "rt"
-    is dropped (the ASCII path of tokens._tokens).
+    is dropped (the ASCII path of tokens.split_tokens).
     Returns the signatures (texts x len(a)), token and CJK counts, and, concatenated, the distinct sorted
     shingles and winnowed fingerprints and the distinct word hashes each followed by its count, with the bounds
     of each text's part (one row for each of those three).
@@ -377,7 +377,7 @@ def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram,
 
 
 def _has_rt(text: str) -> bool:
-    """Whether _REPOST_NOISE's \\brt\\b matches in text: "rt" with no word character (\\w: alphanumeric or "_")
+    """Whether REPOST_NOISE's \\brt\\b matches in text: "rt" with no word character (\\w: alphanumeric or "_")
     either side. Many texts hold "rt" inside words ("short", "part"), and this is cheaper than a regex search."""
     at = text.find("rt")
     while at >= 0:
@@ -410,9 +410,9 @@ def _encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     drop_rt = np.zeros(count, np.uint8)
     cjk_given = np.full(count, -1, np.int64)
     cleaned: list[tuple[int, bytes]] = []
-    marked = _marked(texts, _ASCII_NOISE_MARKS)
+    marked = _marked(texts, ASCII_NOISE_MARKS)
     for i, text in enumerate(texts):
-        # The choice tokens._tokens makes: ASCII text without repost marks takes a path dropping "rt" tokens,
+        # The choice tokens.split_tokens makes: ASCII text without repost marks takes a path dropping "rt" tokens,
         # any other goes through the regex (needed only where one of its marks occurs).
         if text.isascii():
             if i not in marked:
@@ -420,10 +420,10 @@ def _encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
                 continue
         elif not any(mark in text for mark in _NOISE_MARKS) and not _has_rt(text):
             continue
-        clean = _REPOST_NOISE.sub(" ", text)
+        clean = REPOST_NOISE.sub(" ", text)
         if clean != text:
             cleaned.append((i, clean.encode("utf-8")))
-            cjk_given[i] = 0 if text.isascii() else len(_IS_CJK.findall(text))  # noise removed counts too
+            cjk_given[i] = 0 if text.isascii() else len(IS_CJK.findall(text))  # noise removed counts too
     # Encoded all at once: ASCII text is as long in bytes as in characters.
     lengths = np.fromiter((len(t) if t.isascii() else len(t.encode("utf-8")) for t in texts), np.int64, count)
     spans = np.empty((count, 2), np.int64)

@@ -104,7 +104,7 @@ class Sketcher:
         else:
             s = self.settings
             parts = fast.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.containment_ngram, s.winnow_window,
-                                      self.minhasher._a, self.minhasher._b)
+                                      self.minhasher.multipliers, self.minhasher.offsets)
         shingle_sets, signatures, word_counts, winnows, token_counts, mostly_cjk = parts
         signatures = _kept(signatures)
         worded = [i for i in range(len(texts)) if token_counts[i] and not mostly_cjk[i]]  # weighted by word_weights

@@ -24,8 +24,8 @@ class MinHasher:
         rng = np.random.default_rng(seed)
         self.num_perm = num_perm
         self.seed = seed
-        self._a = (rng.integers(0, 2**32, num_perm, dtype=np.uint64).astype(np.uint32)) | np.uint32(1)
-        self._b = rng.integers(0, 2**32, num_perm, dtype=np.uint64).astype(np.uint32)
+        self.multipliers = (rng.integers(0, 2**32, num_perm, dtype=np.uint64).astype(np.uint32)) | np.uint32(1)
+        self.offsets = rng.integers(0, 2**32, num_perm, dtype=np.uint64).astype(np.uint32)
 
     def signature(self, shingles: NDArray[np.uint32]) -> NDArray[np.uint32]:
         return self.signatures([shingles])[0]
@@ -39,8 +39,8 @@ class MinHasher:
             # one matrix and reducing by segment costs twice as much in numpy.
             for start in range(0, len(shingles), _CHUNK_SHINGLES):
                 part = shingles[start : start + _CHUNK_SHINGLES]
-                hashed = np.multiply(part[:, None], self._a, out=buffer[: len(part)])
-                hashed += self._b
+                hashed = np.multiply(part[:, None], self.multipliers, out=buffer[: len(part)])
+                hashed += self.offsets
                 np.minimum(out[row], hashed.min(axis=0), out=out[row])
         return out
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dedupdb.text.hashing import distinct, distinct_counts, ranges
+from dedupdb.text.hashing import distinct, ranges
 from dedupdb.sketch.minhash import sketch_jaccard
 from dedupdb.sketch.simhash import hamming
 from dedupdb.text.tokens import TokenBatch, shingle_hashes
@@ -146,27 +146,6 @@ def rows_of(fingerprints: dict[int, np.ndarray | None]) -> tuple[np.ndarray, np.
                     np.fromiter((len(fp) for _, fp in have), np.int64, len(have)))
     keys = np.concatenate([fp for _, fp in have]).astype(np.uint64)
     return ids, keys
-
-
-def shared_counts(
-    ids: np.ndarray, keys: np.ndarray, posting_keys: np.ndarray, posting_ids: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(a, b, fingerprints shared) for every content a of (ids, keys) and content b != a of the postings that share
-    a key: one row per pair."""
-    if len(keys) == 0 or len(posting_keys) == 0:
-        empty = np.empty(0, np.int64)
-        return empty, empty, empty
-    order = np.argsort(posting_keys, kind="stable")
-    posting_keys, posting_ids = posting_keys[order], posting_ids[order]
-    lows = np.searchsorted(posting_keys, keys, "left")
-    highs = np.searchsorted(posting_keys, keys, "right")
-    sizes = highs - lows
-    mine = np.repeat(ids, sizes)
-    at = ranges(lows, sizes)
-    theirs = posting_ids[at]
-    keep = mine != theirs
-    packed, counts = distinct_counts((mine[keep] << 30) | theirs[keep])
-    return packed >> 30, packed & ((1 << 30) - 1), counts
 
 
 def candidates_by_share(a: Iterable[int], counts: Iterable[int], limit: int) -> list[int]:

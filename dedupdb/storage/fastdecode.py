@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from dedupdb.jit import njit, types
-from dedupdb.storage.runs import _CONTENT_ID_BITS  # an entry is (key << _CONTENT_ID_BITS) | content id
+from dedupdb.storage.entries import CONTENT_ID_BITS  # an entry is (key << CONTENT_ID_BITS) | content id
 
 _i64s = types.int64[::1]
 _bytes = types.Array(types.uint8, 1, "C", readonly=True)
@@ -38,7 +38,7 @@ def _split_blocks(data, offsets, counts, width, id_bits, first_keys, lows, highs
         at = offsets[b] + 1
         r = 0
         if ranged:
-            r = np.searchsorted(highs, key << _CONTENT_ID_BITS)  # the first range not wholly below the block
+            r = np.searchsorted(highs, key << CONTENT_ID_BITS)  # the first range not wholly below the block
             if r == ranges:
                 continue
         for _ in range(counts[b]):
@@ -50,7 +50,7 @@ def _split_blocks(data, offsets, counts, width, id_bits, first_keys, lows, highs
                     value |= np.int64(data[at + 5]) << 40
             at += width
             key += value >> bits
-            entry = (key << _CONTENT_ID_BITS) | (value & mask)
+            entry = (key << CONTENT_ID_BITS) | (value & mask)
             if ranged:
                 while r < ranges and highs[r] < entry:
                     r += 1
@@ -71,7 +71,7 @@ def split_blocks(joined: bytes, sizes: np.ndarray, counts: np.ndarray, width: in
     ranged = lows is not None
     empty = np.empty(0, np.int64)
     return _split_blocks(np.frombuffer(joined, np.uint8), _int64s(offsets), _int64s(counts), int(width),
-                         _int64s(id_bits), _int64s(firsts) >> _CONTENT_ID_BITS,
+                         _int64s(id_bits), _int64s(firsts) >> CONTENT_ID_BITS,
                          _int64s(lows) if ranged else empty, _int64s(highs) if ranged else empty, ranged)
 
 

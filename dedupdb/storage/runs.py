@@ -1,6 +1,6 @@
 """Sorted runs of packed index rows: the part of the storage layer that keeps a large index cheap to grow.
 
-An index row is one integer, (key << 30) | content id (store.py). Kept as rows of one SQLite B-tree, every
+An index row is one integer, (key << 30) | content id (entries.py). Kept as rows of one SQLite B-tree, every
 insert of a growing index lands on a page of its own once the index outgrows the cache, and a commit rewrites
 each such page whole: a million-document store took four times as long per document as an empty one.
 
@@ -30,8 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dedupdb.storage import decoding as compiled
+from dedupdb.storage import decoding
 from dedupdb.errors import DatabaseError
+from dedupdb.storage.entries import CONTENT_ID_BITS, CONTENT_ID_MASK
 from dedupdb.text.hashing import distinct, distinct_of_sorted, ranges
 
 # Entries per block kept whole: 16,000 bytes, which one 16 KiB page holds whole; a packed block (see _packed)
@@ -51,7 +52,6 @@ WARM_PROBES = 16
 # every block of the large runs anyway (8 bits made its probes 0.8 s against 0.96 s for 15,000 documents
 # onto a million), and a query is as quick either way (5.2-5.7 ms).
 FILTER_BITS_PER_ENTRY = 2
-_CONTENT_ID_BITS = 30  # the low bits of an entry; the key is the rest (store.py)
 # A filter is kept in the store up to this size (a run of some 500 million rows); a larger one would near
 # SQLite's limit on a value, and is built by reading its run in each process that probes it.
 KEEP_FILTER_BYTES = 1 << 27
@@ -87,7 +87,7 @@ class KeyBits:
 
     def __init__(self, entries: int, key_bits: int) -> None:
         slot_bits = max(10, min(key_bits, int(np.ceil(np.log2(max(1, entries) * FILTER_BITS_PER_ENTRY)))))
-        self._shift = np.int64(_CONTENT_ID_BITS + key_bits - slot_bits)
+        self._shift = np.int64(CONTENT_ID_BITS + key_bits - slot_bits)
         self._bits = np.zeros(1 << (slot_bits - 3), np.uint8)
 
     def add_sorted(self, entries: np.ndarray) -> None:
@@ -116,7 +116,7 @@ class KeyBits:
         if len(data) * 8 != 1 << slot_bits or not 10 <= slot_bits <= key_bits:
             return None
         bits = cls.__new__(cls)
-        bits._shift = np.int64(_CONTENT_ID_BITS + key_bits - slot_bits)
+        bits._shift = np.int64(CONTENT_ID_BITS + key_bits - slot_bits)
         bits._bits = np.frombuffer(data, np.uint8).copy()
         return bits
 
@@ -145,7 +145,7 @@ _SPLIT_WIDTHS = (4, 5, 6)
 _GAP_AND_ID24 = np.dtype([("gap", "<u2"), ("id_low", "<u2"), ("id_high", "u1")])  # 5 bytes: ids below 2**24
 _GAP_AND_ID32 = np.dtype([("gap", "<u2"), ("id", "<u4")])                         # 6 bytes
 _WHOLE = 8                                                                         # little-endian int64
-_ID_MASK = (1 << _CONTENT_ID_BITS) - 1
+_ID_MASK = CONTENT_ID_MASK
 _LAYOUTS = (*_SPLIT_WIDTHS, _WHOLE)  # written, smallest first
 
 
@@ -155,7 +155,7 @@ def _packed(entries: np.ndarray, width: int) -> bytes | None:
         return entries.astype("<i8").tobytes()
     if len(entries) < 2:
         return None
-    keys = entries >> _CONTENT_ID_BITS
+    keys = entries >> CONTENT_ID_BITS
     ids = entries & _ID_MASK
     gaps = np.diff(keys, prepend=keys[:1])
     id_bits = max(1, int(ids.max()).bit_length())
@@ -190,7 +190,7 @@ def _kinds(sizes: np.ndarray, entries: np.ndarray, blobs: list[bytes],
     if split.any():
         at = np.flatnonzero(split)
         id_bits[at] = np.frombuffer(bytes([blobs[i][0] for i in at.tolist()]), np.uint8)
-        split &= (id_bits >= 1) & (id_bits <= np.minimum(_CONTENT_ID_BITS, 8 * width - 1))
+        split &= (id_bits >= 1) & (id_bits <= np.minimum(CONTENT_ID_BITS, 8 * width - 1))
     before = (rest == 0) & (entries > 0) & ((width == _GAP_AND_ID24.itemsize) | (width == _GAP_AND_ID32.itemsize))
     whole = (rest == 0) & (entries > 0) & (width == _WHOLE)
     known = split | before | whole
@@ -249,7 +249,7 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
     sizes = np.fromiter(map(len, blobs), np.int64, len(blobs))
     kinds, block_id_bits = _kinds(sizes, counts, blobs)
     ranged = lows is not None
-    fast = compiled.decoder()
+    fast = decoding.decoder()
     out = np.empty(0 if ranged else int(counts.sum()), np.int64)
     starts = np.cumsum(counts) - counts
     parts = []
@@ -276,12 +276,12 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
             # Each block's keys: its first key plus the running sum of the gaps since its start.
             np.cumsum(sums, out=sums)  # in place on a contiguous copy: twice as fast as on the strided field
             block_starts = np.cumsum(counts[picked]) - counts[picked]
-            base = (firsts[picked] >> _CONTENT_ID_BITS) - sums[block_starts]
+            base = (firsts[picked] >> CONTENT_ID_BITS) - sums[block_starts]
             keys = np.repeat(base, counts[picked]) + sums
             at = slice(None)
             if ranged:  # the entries under the ranges' keys, then the ranges themselves
-                begin = np.searchsorted(keys, lows >> _CONTENT_ID_BITS, "left")
-                end = np.searchsorted(keys, highs >> _CONTENT_ID_BITS, "right")
+                begin = np.searchsorted(keys, lows >> CONTENT_ID_BITS, "left")
+                end = np.searchsorted(keys, highs >> CONTENT_ID_BITS, "right")
                 at = distinct(ranges(begin, np.maximum(end - begin, 0)))
                 keys = keys[at]
             if isinstance(layout, int):
@@ -291,7 +291,7 @@ def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
                 ids = packed["id_low"].astype(np.int64) | (packed["id_high"].astype(np.int64) << 16)
             else:
                 ids = packed[at]["id"].astype(np.int64)
-            values = (keys << _CONTENT_ID_BITS) | ids
+            values = (keys << CONTENT_ID_BITS) | ids
             if ranged:
                 values = _in_ranges(values, lows, highs)
         if ranged:

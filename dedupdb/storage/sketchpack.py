@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dedupdb.storage import decoding as compiled
+from dedupdb.storage import decoding
 from dedupdb.text.hashing import ranges
 
 _LOW_BITS = 24
@@ -99,7 +99,7 @@ def unpack_each(blobs: list[bytes]) -> list[np.ndarray]:
 
 def _decoded(blobs: list[bytes], sizes: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The values of coded sketches (sizes: each one's bytes, checked against its count), joined."""
-    fast = compiled.decoder()
+    fast = decoding.decoder()
     if fast is not None:
         return fast.coded_sketches(b"".join(blobs), sizes, counts, _LOW_BITS, _HIGH_VALUES)
     total = int(counts.sum())

@@ -15,6 +15,13 @@ import numpy as np
 from dedupdb.storage import checksums, schema as migrate, sketchpack
 from dedupdb.errors import DatabaseError
 from dedupdb.text.hashing import distinct, distinct_counts, distinct_of_sorted
+from dedupdb.storage.entries import (
+    CONTAINMENT_KEY_BITS,
+    CONTENT_ID_BITS,
+    CONTENT_ID_MASK,
+    INDEX_KEY_BITS,
+    packed,
+)
 from dedupdb.storage.runs import Runs
 
 _CHUNK = 500  # bound on SQL variables per statement
@@ -73,17 +80,7 @@ class DocumentRow:
     cluster: int
 
 
-# Index rows carry the content id in their low bits (see index_and_match), so a store holds at most
-# 2**30 - 1 contents.
-CONTENT_ID_BITS = 30
 INDEX_FAMILY, CONTAINMENT_FAMILY = 0, 1  # the two families of runs (runs.py)
-CONTAINMENT_KEY_BITS = 32  # winnowed fingerprints are 32-bit hashes (containment.py)
-INDEX_KEY_BITS = 63 - CONTENT_ID_BITS
-_CONTENT_ID_MASK = (1 << CONTENT_ID_BITS) - 1
-
-
-def _entries(content_ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    return (np.asarray(keys, dtype=np.uint64).astype(np.int64) << CONTENT_ID_BITS) | np.asarray(content_ids, np.int64)
 
 
 def _array(blob: bytes) -> np.ndarray:
@@ -559,6 +556,11 @@ class Store:
             list(values.items()),
         )
 
+    def forget_meta(self, keys: list[str], blobs: list[str] = ()) -> None:
+        """Drop meta values and blobs a store no longer uses."""
+        self.conn.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in keys])
+        self.conn.executemany("DELETE FROM blobs WHERE name = ?", [(b,) for b in blobs])
+
     def read_blob(self, name: str) -> bytes | None:
         row = self._q("SELECT data FROM blobs WHERE name = ?", (name,)).fetchone()
         return row[0] if row else None
@@ -695,8 +697,8 @@ class Store:
         if not count:
             return []
         first = self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM contents").fetchone()[0]
-        if first + count - 1 > _CONTENT_ID_MASK:
-            raise DatabaseError(f"{self.path} is full: it holds at most {_CONTENT_ID_MASK:,} distinct texts")
+        if first + count - 1 > CONTENT_ID_MASK:
+            raise DatabaseError(f"{self.path} is full: it holds at most {CONTENT_ID_MASK:,} distinct texts")
         return list(range(first, first + count))
 
     def insert_contents(self, fingerprints: list, ids: list[int] | None = None,
@@ -851,33 +853,33 @@ class Store:
         arrays: the new rows, distinct and in key order, and the rows stored before under one of their keys. The
         probes use the runs' key filters (an ingest probes many keys, most of them in no run). The rows are
         sorted once, as the entries they are stored as, for all three uses."""
-        entries = distinct(_entries(content_ids, keys))
+        entries = distinct(packed(content_ids, keys))
         new_keys = entries >> CONTENT_ID_BITS
         starts = distinct_of_sorted(new_keys) << CONTENT_ID_BITS
-        found = self._index.lookup(starts, starts + _CONTENT_ID_MASK, filtered=True)
+        found = self._index.lookup(starts, starts + CONTENT_ID_MASK, filtered=True)
         self._index.insert(entries, sorted_distinct=True)
-        return ((new_keys.astype(np.uint64), entries & _CONTENT_ID_MASK),
-                ((found >> CONTENT_ID_BITS).astype(np.uint64), found & _CONTENT_ID_MASK))
+        return ((new_keys.astype(np.uint64), entries & CONTENT_ID_MASK),
+                ((found >> CONTENT_ID_BITS).astype(np.uint64), found & CONTENT_ID_MASK))
 
     def insert_index(self, content_ids: np.ndarray, keys: np.ndarray) -> None:
         """Add index rows without probing for those stored under their keys: for contents whose pairs are known
         already (a scale-out job's, scaleout/importer.py)."""
-        self._index.insert(_entries(content_ids, keys))
+        self._index.insert(packed(content_ids, keys))
 
     def match_index(self, keys: np.ndarray, filtered: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(key, content id) arrays of the stored rows under any of these keys (filtered: see Runs.lookup)."""
         entries = self._under_keys(self._index, keys, filtered)
-        return (entries >> CONTENT_ID_BITS).astype(np.uint64), entries & _CONTENT_ID_MASK
+        return (entries >> CONTENT_ID_BITS).astype(np.uint64), entries & CONTENT_ID_MASK
 
     @staticmethod
     def _under_keys(runs: Runs, keys: np.ndarray, filtered: bool = False) -> np.ndarray:
         if len(keys) == 0:
             return np.empty(0, np.int64)
         starts = distinct(np.asarray(keys, dtype=np.uint64)).astype(np.int64) << CONTENT_ID_BITS
-        return runs.lookup(starts, starts + _CONTENT_ID_MASK, filtered)
+        return runs.lookup(starts, starts + CONTENT_ID_MASK, filtered)
 
     def delete_index(self, content_ids: np.ndarray, keys: np.ndarray) -> None:
-        self._index.delete(_entries(content_ids, keys))
+        self._index.delete(packed(content_ids, keys))
 
     def index_rows(self) -> int:
         return self._index.count()
@@ -894,10 +896,10 @@ class Store:
     # of their own. They follow from the text alone, so a rebuild of the index keeps them.
 
     def insert_containment(self, content_ids: np.ndarray, keys: np.ndarray) -> None:
-        self._containment.insert(_entries(content_ids, keys))
+        self._containment.insert(packed(content_ids, keys))
 
     def delete_containment(self, content_ids: np.ndarray, keys: np.ndarray) -> None:
-        self._containment.delete(_entries(content_ids, keys))
+        self._containment.delete(packed(content_ids, keys))
 
     def containment_postings(self, keys: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(keys, content ids) of the stored rows under those of these keys that hold at most `limit` rows, and the
@@ -909,7 +911,7 @@ class Store:
         found, counts = distinct_counts(entries >> CONTENT_ID_BITS)
         common = found[counts > limit]
         entries = entries[~np.isin(entries >> CONTENT_ID_BITS, common)]
-        return (entries >> CONTENT_ID_BITS).astype(np.uint64), entries & _CONTENT_ID_MASK, common.astype(np.uint64)
+        return (entries >> CONTENT_ID_BITS).astype(np.uint64), entries & CONTENT_ID_MASK, common.astype(np.uint64)
 
     def containment_sides(self, content_ids: Iterable[int]) -> dict[int, tuple[int, np.ndarray, np.ndarray | None, int | None]]:
         """(shingles, sketch, fingerprints or None, signed SimHash) of contents: what comparing them needs."""

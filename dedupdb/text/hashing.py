@@ -9,17 +9,17 @@ from __future__ import annotations
 import numpy as np
 import xxhash
 
-_FMIX_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_FMIX_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+FMIX_C1 = np.uint64(0xFF51AFD7ED558CCD)
+FMIX_C2 = np.uint64(0xC4CEB9FE1A85EC53)
 _S33 = np.uint64(33)
 
 
 def fmix64(x: np.ndarray) -> np.ndarray:
     """MurmurHash3's 64-bit finalizer: spreads every input bit over every output bit (uint64 in, uint64 out)."""
     x = x ^ (x >> _S33)
-    x *= _FMIX_C1
+    x *= FMIX_C1
     x ^= x >> _S33
-    x *= _FMIX_C2
+    x *= FMIX_C2
     x ^= x >> _S33
     return x
 

@@ -69,7 +69,7 @@ _TO_SPACE_LOWER = bytes.maketrans(_ASCII_SPACES + _UPPER, b" " * len(_ASCII_SPAC
 _SPACES = re.compile(rb"  +")
 
 
-def _collapsed_ascii(data: bytes) -> list[str]:
+def collapsed_ascii(data: bytes) -> list[str]:
     """The lines of data (ASCII lines joined by newlines, with no whitespace but spaces left in them), each with
     its runs of spaces made one and none at either end: " ".join(line.split()) of each, without a string per
     word. Where the compiled sketching is loaded (a worker, a large add) it does this in one pass, several times
@@ -96,7 +96,7 @@ def normalize_lines(lines: list[str]) -> list[str]:
         (ascii_lines if line.isascii() else other_lines).append(i)
     if ascii_lines:
         block = "\n".join([lines[i] for i in ascii_lines]).encode("ascii").translate(_TO_SPACE_LOWER)
-        for i, line in zip(ascii_lines, _collapsed_ascii(block)):
+        for i, line in zip(ascii_lines, collapsed_ascii(block)):
             out[i] = line
     if other_lines:
         originals = [lines[i] for i in other_lines]

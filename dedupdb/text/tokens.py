@@ -25,7 +25,7 @@ import xxhash
 from dedupdb.config import cache_dir
 from dedupdb.text.hashing import distinct, fmix64, ranges
 
-_CJK = (
+CJK = (
     "\u3040-\u30ff"  # Hiragana, Katakana
     "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
     "\uac00-\ud7af"  # Hangul syllables
@@ -47,7 +47,7 @@ class _Lazy:
 
 
 # A word holds at least one letter; a run of digits alone is a number, one token per digit.
-_TOKEN = _Lazy(rf"[{_CJK}]|[^\W{_CJK}]*[^\W\d{_CJK}][^\W{_CJK}]*|\d")
+_TOKEN = _Lazy(rf"[{CJK}]|[^\W{CJK}]*[^\W\d{CJK}][^\W{CJK}]*|\d")
 # What reposts add around a text without changing it: links, @mentions, hashtags
 # (#word and Weibo's #topic#), and the RT / 转发 markers. They are left out of
 # the shingles so a repost compares by the words it carries. A mention or a
@@ -55,24 +55,24 @@ _TOKEN = _Lazy(rf"[{_CJK}]|[^\W{_CJK}]*[^\W\d{_CJK}][^\W{_CJK}]*|\d")
 # address keep their parts; a mention ends where a name can end, so one glued to
 # Chinese text ("不是很好@裤腿太小.码数") does not swallow the sentence after it.
 _TOKEN_START = r"(?:(?<![^\s/])|(?<=回复)|(?<=转发))"
-_REPOST_NOISE = _Lazy(
+REPOST_NOISE = _Lazy(
     r"(?:https?://|www\.)\S+"
     rf"|{_TOKEN_START}@[^\s:：,，。!！?？@#/.]{{1,30}}(?=[\s:：,，。!！?？@#/]|$)"
     r"|#[^#\s]{1,40}#"
     rf"|{_TOKEN_START}#\w+"
     r"|\brt\b|转发微博|转发|//"
 )
-_IS_CJK = _Lazy(rf"[{_CJK}]")
+IS_CJK = _Lazy(rf"[{CJK}]")
 # In ASCII text a token is a run of [0-9A-Za-z_] (what \w means there), and repost noise needs one of these
 # marks, except the word "rt": text without them takes a path that gives the same tokens several times faster.
-_ASCII_NOISE_MARKS = ("@", "#", "//", "www.")
+ASCII_NOISE_MARKS = ("@", "#", "//", "www.")
 _ASCII_SEPARATORS = bytes(b if chr(b).isalnum() or b == ord("_") else ord(" ") for b in range(128)) + b" " * 128
-_JIEBA_WORD = _Lazy(rf"[{_CJK}\w]")
+_JIEBA_WORD = _Lazy(rf"[{CJK}\w]")
 
-_NGRAM_MULT = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplication is a bijection mod 2**64
+NGRAM_MULT = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplication is a bijection mod 2**64
 _S32 = np.uint64(32)
 _LOW32 = np.uint64(0xFFFFFFFF)
-_TOKEN_SEED = 0x5EED
+TOKEN_SEED = 0x5EED
 _CACHE_LIMIT = 2_000_000
 
 
@@ -90,7 +90,7 @@ class TokenStream:
 def is_mostly_cjk(text: str) -> bool:
     """True when at least half of a text's tokens are CJK characters (the rule shingling follows too)."""
     tokens = _TOKEN.findall(text)
-    return _mostly_cjk(len(tokens), sum(1 for t in tokens if _IS_CJK.match(t)))
+    return _mostly_cjk(len(tokens), sum(1 for t in tokens if IS_CJK.match(t)))
 
 
 def _mostly_cjk(tokens: int, cjk: int) -> bool:
@@ -124,14 +124,14 @@ class Tokenizer:
 
     def stream(self, normalized_text: str) -> TokenStream:
         """The tokens of one text, for inspection; batch() gives the same hashes for many texts at once."""
-        tokens, cjk = _tokens(normalized_text)
+        tokens, cjk = split_tokens(normalized_text)
         return TokenStream(tokens, self._hashes(tokens), cjk)
 
     def batch(self, normalized_texts: list[str]) -> TokenBatch:
         every: list = []
         counts, cjk = [0], []
         for text in normalized_texts:
-            tokens, characters = _tokens(text)
+            tokens, characters = split_tokens(text)
             every += tokens
             counts.append(len(tokens))
             cjk.append(characters)
@@ -147,7 +147,7 @@ class Tokenizer:
             for i, token in enumerate(tokens):
                 if hashes[i] is None:
                     data = token if isinstance(token, bytes) else token.encode("utf-8")
-                    hashes[i] = cache[token] = xxhash.xxh64_intdigest(data, _TOKEN_SEED)
+                    hashes[i] = cache[token] = xxhash.xxh64_intdigest(data, TOKEN_SEED)
         return np.array(hashes, dtype=np.uint64)
 
     def ngram_size(self, stream: TokenStream) -> int:
@@ -173,7 +173,7 @@ class Tokenizer:
                 positions = ranges(batch.bounds[full], spans)
                 acc = batch.hashes[positions]
                 for j in range(1, n):
-                    acc = acc * _NGRAM_MULT
+                    acc = acc * NGRAM_MULT
                     acc ^= batch.hashes[positions + j]
                 values.append((fmix64(acc) >> _S32).astype(np.uint32))
                 owners.append(owner)
@@ -206,17 +206,17 @@ class Tokenizer:
         return [(values[split[i] : split[i + 1]], counts[split[i] : split[i + 1]]) for i in range(texts)]
 
 
-def _tokens(text: str) -> tuple[list, int]:
+def split_tokens(text: str) -> tuple[list, int]:
     """A text's tokens and its number of CJK characters."""
-    if text.isascii() and not any(mark in text for mark in _ASCII_NOISE_MARKS):
+    if text.isascii() and not any(mark in text for mark in ASCII_NOISE_MARKS):
         tokens = text.encode("ascii").translate(_ASCII_SEPARATORS).split()
         if b"rt" in tokens:
             tokens = [t for t in tokens if t != b"rt"]
         if any(t.isdigit() for t in tokens):
             tokens = [d for t in tokens for d in ([t[i : i + 1] for i in range(len(t))] if t.isdigit() else (t,))]
         return tokens, 0
-    tokens = _TOKEN.findall(_REPOST_NOISE.sub(" ", text))
-    return tokens, 0 if text.isascii() else len(_IS_CJK.findall(text))
+    tokens = _TOKEN.findall(REPOST_NOISE.sub(" ", text))
+    return tokens, 0 if text.isascii() else len(IS_CJK.findall(text))
 
 
 def shingle_hashes(token_hashes: np.ndarray, n: int) -> np.ndarray:
@@ -228,7 +228,7 @@ def shingle_hashes(token_hashes: np.ndarray, n: int) -> np.ndarray:
     width = count - n + 1
     acc = token_hashes[:width].copy()
     for j in range(1, n):
-        acc *= _NGRAM_MULT
+        acc *= NGRAM_MULT
         acc ^= token_hashes[j : j + width]
     return (fmix64(acc) >> _S32).astype(np.uint32)
 

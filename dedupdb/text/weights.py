@@ -20,7 +20,7 @@ import xxhash
 from numpy.typing import NDArray
 
 from dedupdb.text.hashing import distinct
-from dedupdb.text.tokens import _TOKEN_SEED, _tokens, jieba_idf
+from dedupdb.text.tokens import TOKEN_SEED, split_tokens, jieba_idf
 
 _BUCKET_BITS = np.uint64(20)
 DF_BUCKETS = 1 << 20
@@ -158,14 +158,14 @@ def _derived_table() -> np.ndarray:
             if word.isalpha() and word.islower() and word != b"rt":  # ASCII letters: one token, itself
                 counts[word] = counts.get(word, 0) + int(count)
                 continue
-            tokens, _ = _tokens(normalize(word.decode("utf-8")))
+            tokens, _ = split_tokens(normalize(word.decode("utf-8")))
             for token in tokens:
                 key = token if isinstance(token, bytes) else token.encode("utf-8")
                 counts[key] = counts.get(key, 0) + int(count)
         for key, count in counts.items():
             share[key] = max(share.get(key, 0.0), count / total)
     share.update((str(digit).encode(), COMMON) for digit in range(10))
-    hashes = np.fromiter((xxhash.xxh64_intdigest(k, _TOKEN_SEED) for k in share), np.uint64, len(share))
+    hashes = np.fromiter((xxhash.xxh64_intdigest(k, TOKEN_SEED) for k in share), np.uint64, len(share))
     weights = 1.0 + np.log(COMMON / np.clip(np.fromiter(share.values(), np.float64, len(share)), RARE, COMMON))
     order = np.argsort(hashes, kind="stable")
     table = np.empty(len(share), [("hash", "<u8"), ("weight", "<f8")])
