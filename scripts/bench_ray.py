@@ -174,7 +174,7 @@ def child_ray(spec: dict) -> dict:
     import ray
 
     from dedupdb.config import Settings
-    from dedupdb.database import _scheme
+    from dedupdb.database import candidate_scheme
     from dedupdb.ingest.records import RecordOptions
     from dedupdb.scaleout import job
 
@@ -193,7 +193,7 @@ def child_ray(spec: dict) -> dict:
 
     settings = Settings()
     job_started = time.time()
-    manifest = job.run(spec["inputs"], Path(spec["out"]), settings, _scheme(settings),
+    manifest = job.run(spec["inputs"], Path(spec["out"]), settings, candidate_scheme(settings),
                        RecordOptions(text_field="text", id_field="id"), workers=spec["workers"], progress=progress)
     finished = time.time()
     resources = ray.cluster_resources()

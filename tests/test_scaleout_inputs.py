@@ -45,11 +45,11 @@ def ray_runtime():
 
 
 def _run(inputs: list[Path], out: Path, options: RecordOptions = RecordOptions(), **kwargs):
-    from dedupdb.database import _scheme
+    from dedupdb.database import candidate_scheme
     from dedupdb.scaleout import job
 
     settings = Settings()
-    return job.run([str(p) for p in inputs], out, settings, _scheme(settings), options, **kwargs)
+    return job.run([str(p) for p in inputs], out, settings, candidate_scheme(settings), options, **kwargs)
 
 
 def _no_traceback(result) -> None:
