@@ -37,7 +37,8 @@ from dedupdb.sketch.winnowing import Side, containment as contained_share, pair_
 from dedupdb.sketch.fingerprint import query_runs
 from dedupdb.sketch.minhash import sketch_jaccard
 from dedupdb.text.normalize import normalize
-from dedupdb.storage.store import DocumentRow, Store
+from dedupdb.storage.rows import DocumentRow
+from dedupdb.storage.store import Store
 
 if TYPE_CHECKING:  # the ingest and export machinery loads when first used: a query never needs it
     from dedupdb.index.check import CheckReport

@@ -31,7 +31,7 @@ def test_no_database_yet(cli):
 def test_locked_database(cli, db_path, tmp_path, monkeypatch):
     (tmp_path / "a.txt").write_text("some words to index here")
     assert cli("add", str(tmp_path / "a.txt")).exit_code == 0
-    import dedupdb.storage.store as store
+    import dedupdb.storage.connection as store
 
     monkeypatch.setattr(store.sqlite3, "connect", _fast_timeout_connect(store.sqlite3.connect))
     holder = sqlite3.connect(db_path, isolation_level=None)

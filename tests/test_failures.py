@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import dedupdb
-import dedupdb.storage.store as store_module
+import dedupdb.storage.connection as store_module
 from dedupdb import DatabaseError
 from dedupdb.cli.commands import app
 
@@ -290,7 +290,7 @@ def test_sqlite_error_outside_the_store_is_one_line(stored, cli, monkeypatch):
 
 
 def test_damage_message_and_corrupt_message_differ(tmp_path):
-    explain = store_module._explain
+    explain = store_module.explain_error
     path = tmp_path / "x.db"
     assert explain(path, sqlite3.DatabaseError("database disk image is malformed")) == (
         f"{path} is damaged (database disk image is malformed); run 'dedupdb check' for details"

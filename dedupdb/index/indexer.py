@@ -19,7 +19,8 @@ from dedupdb.text.hashing import distinct, ranges, slot_hash, to_unsigned64
 from dedupdb.index.lsh import Candidates, candidate_keys
 from dedupdb.sketch.simhash import block_key_matrix
 from dedupdb.storage.entries import INDEX_KEY_BITS
-from dedupdb.storage.store import ContentRow, Store
+from dedupdb.storage.rows import ContentRow
+from dedupdb.storage.store import Store
 from dedupdb.sketch.verify import PairJudge, Signature, SketchTable, judge
 
 

@@ -42,7 +42,8 @@ from dedupdb.ingest.records import (
     sniff_encoding,
 )
 from dedupdb.ingest.sources import Candidate, Skipped, WalkRules, file_decoded, read_bytes, readable_name, walk
-from dedupdb.storage.store import FileRow, Store
+from dedupdb.storage.rows import FileRow
+from dedupdb.storage.store import Store
 from dedupdb.ingest.summary import STDIN_NAME, AddSummary, Progress
 
 STDIN = "-"

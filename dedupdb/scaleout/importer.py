@@ -45,7 +45,7 @@ from dedupdb.text.hashing import distinct, distinct_counts, distinct_first_count
 from dedupdb.index.lsh import scheme_from_meta, scheme_meta
 from dedupdb.ingest.records import RecordOptions
 from dedupdb.storage.entries import CONTENT_ID_BITS
-from dedupdb.storage.store import ContentRow
+from dedupdb.storage.rows import ContentRow
 from dedupdb.scaleout.layout import DOCUMENTS, PAIRS, SIGNATURES, Manifest
 
 if TYPE_CHECKING:

@@ -10,6 +10,7 @@ CONTENT_ID_BITS = 30  # at most 2**30 - 1 distinct texts in one store
 CONTENT_ID_MASK = (1 << CONTENT_ID_BITS) - 1
 INDEX_KEY_BITS = 63 - CONTENT_ID_BITS  # LSH band keys keep their top bits: the sign bit stays clear
 CONTAINMENT_KEY_BITS = 32  # winnowed fingerprints are 32-bit hashes (sketch/winnowing.py)
+INDEX_FAMILY, CONTAINMENT_FAMILY = 0, 1  # the two families of runs (runs.py) these entries are kept in
 
 
 def packed(content_ids: np.ndarray, keys: np.ndarray) -> np.ndarray:

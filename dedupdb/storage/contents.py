@@ -1,0 +1,179 @@
+"""The contents table: each distinct text's fingerprint, checksummed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from dedupdb.storage import checksums, sketchpack
+from dedupdb.errors import DatabaseError
+from dedupdb.storage.entries import (
+    CONTENT_ID_MASK,
+)
+from dedupdb.storage.connection import chunks, marks
+from dedupdb.storage.rows import CONTENT_COLUMNS, ContentRow, kept_signature_bytes, optional_u32_array, optional_u32_blob, signature_array
+
+
+class ContentTables:
+    """Store's methods (store.py) over the contents table; they run inside its connection and transactions."""
+
+    # --- contents ------------------------------------------------------------
+
+    def content_ids_by_hash(self, hashes: list[bytes]) -> dict[bytes, int]:
+        found: dict[bytes, int] = {}
+        for chunk in chunks(hashes):
+            rows = self._q(f"SELECT hash, id FROM contents WHERE hash IN ({marks(len(chunk))})", chunk)
+            found.update(rows.fetchall())
+        return found
+
+    def next_content_ids(self, count: int) -> list[int]:
+        """The ids the next `count` new contents take (inside the writing transaction that stores them)."""
+        if not count:
+            return []
+        first = self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM contents").fetchone()[0]
+        if first + count - 1 > CONTENT_ID_MASK:
+            raise DatabaseError(f"{self.path} is full: it holds at most {CONTENT_ID_MASK:,} distinct texts")
+        return list(range(first, first + count))
+
+    def insert_contents(self, fingerprints: list, ids: list[int] | None = None,
+                        clusters: dict[int, int] | None = None, documents: list[int] | None = None) -> list[int]:
+        """Store new contents under ids (by default the next free ones: next_content_ids), each in the cluster
+        `clusters` gives it or its own, and held by as many documents as `documents` says (none by default);
+        returns their ids in order."""
+        if not fingerprints:
+            return []
+        ids = self.next_content_ids(len(fingerprints)) if ids is None else ids
+        documents = [0] * len(fingerprints) if documents is None else documents
+        if not len(ids) == len(documents) == len(fingerprints):
+            raise ValueError(f"{len(fingerprints)} contents given {len(ids)} ids and {len(documents)} counts")
+        clusters = clusters or {}
+        sketches = sketchpack.pack([fp.sketch for fp in fingerprints])
+        rows = []
+        for i, fp, held, sketch in zip(ids, fingerprints, documents, sketches):
+            minhash, simhash, kept = kept_signature_bytes(fp), fp.simhash_signed, optional_u32_blob(fp.fingerprints)
+            rows.append((i, fp.content_hash, fp.chars, fp.shingles, minhash, sketch, simhash, clusters.get(i, i), held,
+                         kept, checksums.checksum(fp.shingles, minhash, sketch, simhash, kept)))
+        self.conn.executemany(
+            "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents, "
+            "fingerprints, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        return ids
+
+    def change_document_counts(self, deltas: dict[int, int]) -> list[int]:
+        """Apply per-content document count changes; returns the contents no document holds any more."""
+        self.conn.executemany(
+            "UPDATE contents SET documents = documents + ? WHERE id = ?", [(d, c) for c, d in deltas.items()]
+        )
+        orphans = []
+        for chunk in chunks([c for c, d in deltas.items() if d < 0]):  # only a loss can leave a content unheld
+            rows = self.conn.execute(
+                f"SELECT id FROM contents WHERE documents <= 0 AND id IN ({marks(len(chunk))})", chunk
+            )
+            orphans.extend(r[0] for r in rows)
+        return orphans
+
+    def contents(self, content_ids: Iterable[int]) -> dict[int, ContentRow]:
+        ids = list(content_ids)
+        out: dict[int, ContentRow] = {}
+        for chunk in chunks(ids):
+            rows = self._q(
+                f"SELECT {CONTENT_COLUMNS} FROM contents WHERE id IN ({marks(len(chunk))})", chunk
+            ).fetchall()
+            out.update(self._content_rows(rows))
+        return out
+
+    def _content_rows(self, rows: list[tuple]) -> dict[int, ContentRow]:
+        """ContentRows of rows of CONTENT_COLUMNS, their checksums verified."""
+        for r in rows:
+            if not checksums.matches(r[9], r[2], r[3], r[4], r[5], r[8]):
+                raise self._damaged_content(r[0])
+        sketches = self._unpacked([r[4] for r in rows])
+        return {
+            r[0]: ContentRow(r[0], r[1], r[2], signature_array(r[3]), sketch, r[5], r[6], r[7], optional_u32_array(r[8]))
+            for r, sketch in zip(rows, sketches)
+        }
+
+    def _unpacked(self, blobs: list[bytes]) -> list[np.ndarray]:
+        """Stored sketches (sketchpack.py), each an array."""
+        try:
+            return sketchpack.unpack_each(blobs)
+        except ValueError:
+            raise self._damaged_sketch() from None
+
+    def _damaged_sketch(self) -> DatabaseError:
+        return DatabaseError(f"{self.path} is damaged (a stored sketch is not whole); run 'dedupdb check' for details")
+
+    def _damaged_content(self, content_id: int) -> DatabaseError:
+        return DatabaseError(
+            f"{self.path} is damaged (the stored signatures of content {content_id} do not match their checksum); "
+            "run 'dedupdb check' for details"
+        )
+
+    def _verified_sketches(self, rows: list[tuple]) -> None:
+        """Raise for the first of rows (id, sketch, simhash, checksum) whose sketch and SimHash do not fit its
+        checksum: a sketch read is one xxh3 call away from being trusted."""
+        bad = checksums.first_bad_sketch(rows)
+        if bad is not None:
+            raise self._damaged_content(bad)
+
+    def sketches(self, content_ids: Iterable[int]) -> dict[int, tuple[np.ndarray, int | None]]:
+        """(bottom-k sketch, signed SimHash) of contents: all that verifying a candidate reads."""
+        ids = list(content_ids)
+        out: dict[int, tuple[np.ndarray, int | None]] = {}
+        for chunk in chunks(ids):
+            rows = self._q(
+                f"SELECT id, sketch, simhash, checksum FROM contents WHERE id IN ({marks(len(chunk))})", chunk
+            ).fetchall()
+            self._verified_sketches(rows)
+            out.update((r[0], (sketch, r[2])) for r, sketch in zip(rows, self._unpacked([r[1] for r in rows])))
+        return out
+
+    def sketch_columns(self, content_ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What sketches() gives, as columns for a batch: (ids, every sketch joined as uint32, each one's length,
+        SimHash as unsigned 64-bit or 0, whether there is one), in the order read. One array for all the sketches,
+        not one a content: verifying a batch onto a large store reads hundreds of thousands."""
+        ids: list[int] = []
+        blobs: list[bytes] = []
+        simhashes: list[int | None] = []
+        for chunk in chunks(content_ids):
+            rows = self._q(
+                f"SELECT id, sketch, simhash, checksum FROM contents WHERE id IN ({marks(len(chunk))})", chunk
+            ).fetchall()
+            self._verified_sketches(rows)
+            for content_id, blob, simhash, _ in rows:
+                ids.append(content_id)
+                blobs.append(blob)
+                simhashes.append(simhash)
+        try:  # a damaged sketch is refused, not joined: it would shift every sketch after it
+            values, lengths = sketchpack.unpack_joined(blobs)
+        except ValueError:
+            raise self._damaged_sketch() from None
+        return (
+            np.array(ids, np.int64),
+            values,
+            lengths,
+            np.array([0 if v is None else v for v in simhashes], np.int64).view(np.uint64),
+            np.array([v is not None for v in simhashes], bool),
+        )
+
+    def content_chars(self, content_ids: Iterable[int]) -> dict[int, int]:
+        """Length in characters of each content's normalized text (for the longest/shortest keep rules)."""
+        ids = list(content_ids)
+        out: dict[int, int] = {}
+        for chunk in chunks(ids):
+            out.update(self._q(f"SELECT id, chars FROM contents WHERE id IN ({marks(len(chunk))})", chunk).fetchall())
+        return out
+
+    def delete_content(self, content_id: int) -> None:
+        """Forget a content and its pairs (which name it without a foreign key: migration 0008)."""
+        self.conn.execute("DELETE FROM pairs WHERE a = ?", (content_id,))
+        self.conn.execute("DELETE FROM pairs WHERE b = ?", (content_id,))
+        self.conn.execute("DELETE FROM contents WHERE id = ?", (content_id,))
+
+    def all_content_ids(self) -> list[int]:
+        return [r[0] for r in self._q("SELECT id FROM contents ORDER BY id")]
+
+    def content_count(self) -> int:
+        return self._q("SELECT count(*) FROM contents").fetchone()[0]

@@ -1,0 +1,85 @@
+"""The rows a store gives back, and how signatures and sketches are kept as bytes in them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+
+@dataclass(frozen=True)
+class FileRow:
+    id: int
+    path: str
+    size: int
+    mtime_ns: int
+    digest: str
+    status: str
+    kind: str
+    records: int
+    options: str | None
+
+
+@dataclass(frozen=True)
+class ContentRow:
+    id: int
+    chars: int
+    shingles: int
+    minhash: np.ndarray   # uint16, the low bits of each value (fingerprint.py); empty when the sketch gives it
+    sketch: np.ndarray
+    simhash: int | None
+    cluster: int
+    documents: int
+    fingerprints: np.ndarray | None = None  # winnowed (containment.py); None when stored before they existed
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    id: int
+    key: str
+    path: str
+    record: str | None
+    content_id: int
+    bytes: int
+    mtime_ns: int
+    snippet: str
+    cluster: int
+
+
+def u32_array(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype="<u4").astype(np.uint32)
+
+
+def u32_blob(values: np.ndarray) -> bytes:
+    return values.astype("<u4", copy=False).tobytes()
+
+
+def signature_array(blob: bytes) -> np.ndarray:
+    """A stored MinHash signature; empty when it follows from the sketch (see kept_signature_bytes)."""
+    return np.frombuffer(blob, dtype="<u2").astype(np.uint16)
+
+
+def kept_signature_bytes(fp) -> bytes:
+    """What a content keeps of its MinHash signature: nothing when its sketch holds every one of its shingle
+    hashes (fewer than sketch_size of them, as almost every text has), since the signature is the MinHash of
+    exactly those and is computed again when needed (index.py); half a kilobyte a text otherwise."""
+    if 0 < fp.shingles == len(fp.sketch):
+        return b""
+    return signature_bytes(fp.minhash)
+
+
+def signature_bytes(values: np.ndarray) -> bytes:
+    return values.astype("<u2").tobytes()
+
+
+# The columns ContentRow is read from (Store._content_rows), the checksum last.
+CONTENT_COLUMNS = "id, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints, checksum"
+
+
+def optional_u32_array(blob: bytes | None) -> np.ndarray | None:
+    return None if blob is None else u32_array(blob)
+
+
+def optional_u32_blob(values: np.ndarray | None) -> bytes | None:
+    return None if values is None else u32_blob(values)
