@@ -120,3 +120,15 @@ def test_readme_first_session_uses_real_commands(command):
 @pytest.mark.parametrize("link", sorted(set(re.findall(r"\]\((docs/[^)#]+)", README))))
 def test_readme_links_to_docs_that_exist(link):
     assert (ROOT / link).is_file(), f"README.md links to {link}, which does not exist"
+
+
+@pytest.mark.parametrize("command", sorted(CLI.commands))
+def test_help_paragraphs_are_whole_sentences(command):
+    """A help's paragraphs hold no line break of the source: the terminal wraps them at its own width."""
+    assert all("\n" not in paragraph for paragraph in CLI.commands[command].help.split("\n\n"))
+
+
+def test_ray_help_names_its_extra(runner):
+    for args in (["--help"], ["ray", "--help"]):
+        result = runner.invoke(app, args, env={"COLUMNS": "200"})
+        assert 'pip install "dedupdb[ray]"' in result.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import io
 import os
 import signal
@@ -349,7 +350,7 @@ def ray_job(
 ) -> None:
     """Find the near-duplicates of a corpus too large for one machine on a Ray cluster (or a local runtime),
     with the engine 'add' uses, and write pairs, clusters, signatures and documents as Parquet; 'dedupdb import'
-    loads them into a database. Needs the ray extra: pip install "dedupdb[ray]"."""
+    loads them into a database. Needs the ray extra: pip install "dedupdb\\[ray]"."""
     from dedupdb.ingest.records import RecordOptions
 
     import importlib.util
@@ -958,6 +959,18 @@ def _check_stdout() -> None:
             os.close(devnull)
     except OSError:
         pass
+
+
+def _as_sentences(doc: str) -> str:
+    """A command's docstring as its help: the lines of each paragraph joined, so that a terminal of any width
+    wraps whole sentences instead of breaking them where the source does."""
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+for _command in app.registered_commands:
+    if _command.help is None and _command.callback is not None and _command.callback.__doc__:
+        _command.help = _as_sentences(_command.callback.__doc__)
 
 
 def main() -> None:
