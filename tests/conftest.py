@@ -122,7 +122,7 @@ def stored_rows(db_path: Path, family: str = "index"):
 
     import numpy as np
 
-    from dedupdb.storage.runs import _array
+    from dedupdb.storage.blocks import decode_block
 
     number = {"index": 0, "containment": 1}[family]
     conn = sqlite3.connect(db_path)
@@ -133,7 +133,7 @@ def stored_rows(db_path: Path, family: str = "index"):
         ).fetchall()
     finally:
         conn.close()
-    return np.concatenate([_array(*block) for block in blocks] or [np.empty(0, np.int64)]).astype(np.int64)
+    return np.concatenate([decode_block(*block) for block in blocks] or [np.empty(0, np.int64)]).astype(np.int64)
 
 
 def tamper_rows(db_path: Path, family: str = "index", remove=(), add=()) -> None:

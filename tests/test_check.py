@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dedupdb
-import dedupdb.storage.runs
+import dedupdb.storage.blocks
 from dedupdb.index.check import CHECKS
 from dedupdb.index.clusters import components as union_find_components, dense_components as components
 
@@ -421,7 +421,7 @@ def test_damaged_runs_are_named(store, cli):
         "SELECT b.id, b.first, b.entries, b.data FROM run_blocks b JOIN runs r ON r.id = b.run WHERE r.family = 0 "
         "ORDER BY b.id LIMIT 1"
     ).fetchone()
-    values = dedupdb.storage.runs._array(first, entries, data)[::-1].astype("<i8")  # kept whole, out of order
+    values = dedupdb.storage.blocks.decode_block(first, entries, data)[::-1].astype("<i8")  # kept whole, out of order
     conn.execute("UPDATE run_blocks SET data = ? WHERE id = ?", (values.tobytes(), block))
     conn.commit()
     conn.close()

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from dedupdb.storage import blocks as block_codec
 from dedupdb.storage import runs as runs_module
 from dedupdb.storage.entries import CONTENT_ID_BITS
 from dedupdb.storage.store import Store
@@ -17,7 +18,7 @@ from dedupdb.storage.store import Store
 @pytest.fixture
 def small_runs(monkeypatch):
     """Tiny blocks and levels, so a few thousand rows make many blocks, levels and merges."""
-    monkeypatch.setattr(runs_module, "BLOCK_ENTRIES", 7)
+    monkeypatch.setattr(block_codec, "BLOCK_ENTRIES", 7)
     monkeypatch.setattr(runs_module, "LEVEL_BASE", 40)
     monkeypatch.setattr(runs_module, "_READ_BLOCKS", 3)
     monkeypatch.setattr(runs_module, "_READ_AT_ONCE", 2)
@@ -254,12 +255,12 @@ def test_blocks_packed_as_stores_of_before_are_read(store, small_runs, decoding)
         runs.insert(everything)
     rows = store.conn.execute("SELECT id, first, entries, data FROM run_blocks ORDER BY id").fetchall()
     for block_id, first, count, data in rows[::2]:  # every other block as a store of before would hold it
-        entries = runs_module._array(first, count, data)
+        entries = block_codec.decode_block(first, count, data)
         keys, ids = entries >> shift, entries & ((1 << shift) - 1)
-        layout = runs_module._GAP_AND_ID24 if ids.max() < 1 << 24 else runs_module._GAP_AND_ID32
+        layout = block_codec.GAP_AND_ID24 if ids.max() < 1 << 24 else block_codec.GAP_AND_ID32
         packed = np.zeros(count, layout)
         packed["gap"] = np.diff(keys, prepend=keys[:1])
-        if layout is runs_module._GAP_AND_ID24:
+        if layout is block_codec.GAP_AND_ID24:
             packed["id_low"], packed["id_high"] = ids & 0xFFFF, ids >> 16
         else:
             packed["id"] = ids
@@ -371,7 +372,7 @@ def test_a_delete_that_fails_midway_leaves_nothing_wrong_in_memory(store, small_
     with store.transaction():
         store._index.insert(entries)
     store.conn.execute("DELETE FROM run_filters")
-    real_blob, calls = runs_module._blob, []
+    real_blob, calls = block_codec.encode, []
 
     def failing_blob(values):
         calls.append(1)
@@ -379,11 +380,11 @@ def test_a_delete_that_fails_midway_leaves_nothing_wrong_in_memory(store, small_
             raise OSError("the disk is full")
         return real_blob(values)
 
-    monkeypatch.setattr(runs_module, "_blob", failing_blob)
+    monkeypatch.setattr(block_codec, "encode", failing_blob)
     with pytest.raises(OSError):
         with store.transaction():
             store._index.delete(entries[0::7])  # the first entry of the first block among them
-    monkeypatch.setattr(runs_module, "_blob", real_blob)
+    monkeypatch.setattr(block_codec, "encode", real_blob)
     assert len(calls) == 2  # the first block was rewritten in memory before the second failed
     assert np.array_equal(store._index.lookup(entries, entries), entries)
     with store.transaction():
@@ -443,17 +444,17 @@ def test_blocks_of_every_width_and_id_size_decode_at_once_whole_or_by_ranges(dec
         blocks.append((keys << shift) | rng.integers(0, 1 << id_bits, 50))
         start = (1 << 33) - 2100 if gap == 2 else start  # the last block reaches the top of the keys
     everything = np.concatenate(blocks)
-    blobs = [runs_module._blob(b) for b in blocks]
+    blobs = [block_codec.encode(b) for b in blocks]
     assert {len(blob) % len(b) for blob, b in zip(blobs, blocks)} == {1}  # all split
     assert len({len(blob) // len(b) for blob, b in zip(blobs, blocks)}) > 1
     firsts = np.array([b[0] for b in blocks], np.int64)
     counts = np.array([len(b) for b in blocks], np.int64)
-    assert np.array_equal(runs_module._decoded(firsts, counts, blobs), everything)
+    assert np.array_equal(block_codec.decode_blocks(firsts, counts, blobs), everything)
     for stride in (1, 7, 60):
         lows = np.unique(everything[::stride] & ~np.int64((1 << shift) - 1))
         highs = lows + (1 << shift) - 1
         expected = [v for v in everything.tolist() if any(lo <= v <= hi for lo, hi in zip(lows.tolist(), highs.tolist()))]
-        assert runs_module._decoded(firsts, counts, blobs, lows, highs).tolist() == expected
+        assert block_codec.decode_blocks(firsts, counts, blobs, lows, highs).tolist() == expected
 
 
 def test_compiled_decoding_is_taken_only_where_numba_is_loaded():

@@ -65,7 +65,7 @@ def _split_blocks(data, offsets, counts, width, id_bits, first_keys, lows, highs
 
 def split_blocks(joined: bytes, sizes: np.ndarray, counts: np.ndarray, width: int, id_bits: np.ndarray,
                  firsts: np.ndarray, lows: np.ndarray | None = None, highs: np.ndarray | None = None) -> np.ndarray:
-    """runs._decoded for split blocks of one width whose layouts are checked: their bytes joined (sizes: each
+    """blocks.decode_blocks for split blocks of one width whose layouts are checked: their bytes joined (sizes: each
     block's), entry counts, id bits and first entries; with lows and highs, only the entries within the ranges."""
     offsets = np.cumsum(sizes) - sizes
     ranged = lows is not None
@@ -108,7 +108,7 @@ def _coded_sketches(data, offsets, counts, low_bits, high_values):
 
 
 def coded_sketches(joined: bytes, sizes: np.ndarray, counts: np.ndarray, low_bits: int, high_values: int) -> np.ndarray:
-    """sketchpack._decoded for whole coded sketches (their lengths checked against their counts): their bytes
+    """sketchpack's decoding for whole coded sketches (their lengths checked against their counts): their bytes
     joined, each one's size and count. ValueError for a damaged one."""
     values, whole = _coded_sketches(np.frombuffer(joined, np.uint8), _int64s(np.cumsum(sizes) - sizes),
                                     _int64s(counts), int(low_bits), int(high_values))

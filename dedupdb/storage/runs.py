@@ -30,16 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dedupdb.storage import decoding
-from dedupdb.errors import DatabaseError
-from dedupdb.storage.entries import CONTENT_ID_BITS, CONTENT_ID_MASK
+from dedupdb.storage import blocks as block_codec
+from dedupdb.storage.entries import CONTENT_ID_BITS
 from dedupdb.text.hashing import distinct, distinct_of_sorted, ranges
 
-# Entries per block kept whole: 16,000 bytes, which one 16 KiB page holds whole; a packed block (see _packed)
-# holds more entries in as many bytes. Reading a block costs about as much per
-# row as per byte, and an ingest of near-duplicates reads most blocks of the large runs for every batch: large
-# blocks make that several times cheaper, and cost a probe that finds one row little more.
-BLOCK_ENTRIES = 2000
 # A run of at most this many entries is kept in memory whole once an ingest probes it (32 MiB): the small runs,
 # the newest rows, are where most probes of a growing store land, and the levels below it take at most 3 x 5.2
 # million entries (128 MiB) however large the store.
@@ -135,179 +129,6 @@ def _fences(run: _Run) -> bytes:
 
 
 # How a block keeps its entries, told apart by its length against its count of entries (a block row holds it).
-# Written now: the gap from the previous entry's key above the content id in one little-endian integer of 4, 5 or
-# 6 bytes ("split"), the id in as few low bits as the block's largest id needs (a byte before the entries says how
-# many), its blocks 4, 5 or 6 * entries + 1 bytes long; or the entries whole, 8 * entries. Keys are hashes, so a
-# run's keys lie about 2**33 / rows apart: at some 60 rows a text, the gap and id of a large run's entry fit 4
-# bytes at any store size, those of a small run 5. A split block holds at least two entries, so no length is
-# read two ways. Read too: 5 and 6 * entries bytes, gaps of 16 bits and ids of 24 or 32 (stores written before).
-_SPLIT_WIDTHS = (4, 5, 6)
-_GAP_AND_ID24 = np.dtype([("gap", "<u2"), ("id_low", "<u2"), ("id_high", "u1")])  # 5 bytes: ids below 2**24
-_GAP_AND_ID32 = np.dtype([("gap", "<u2"), ("id", "<u4")])                         # 6 bytes
-_WHOLE = 8                                                                         # little-endian int64
-_ID_MASK = CONTENT_ID_MASK
-_LAYOUTS = (*_SPLIT_WIDTHS, _WHOLE)  # written, smallest first
-
-
-def _packed(entries: np.ndarray, width: int) -> bytes | None:
-    """The bytes of sorted entries split in `width` bytes each, or kept whole (_WHOLE); None when they do not fit."""
-    if width == _WHOLE:
-        return entries.astype("<i8").tobytes()
-    if len(entries) < 2:
-        return None
-    keys = entries >> CONTENT_ID_BITS
-    ids = entries & _ID_MASK
-    gaps = np.diff(keys, prepend=keys[:1])
-    id_bits = max(1, int(ids.max()).bit_length())
-    if int(gaps.max()) >= 1 << (8 * width - id_bits):
-        return None
-    values = ((gaps << id_bits) | ids).astype("<u8")
-    if width == 4:
-        return bytes([id_bits]) + values.astype("<u4").tobytes()
-    return bytes([id_bits]) + values.view(np.uint8).reshape(-1, 8)[:, :width].tobytes()
-
-
-def _per_block(width: int) -> int:
-    """Entries a block of this layout holds: as many as fill the bytes of BLOCK_ENTRIES whole ones."""
-    return BLOCK_ENTRIES * _WHOLE // width
-
-
-def _readable(blob: bytes, entries: int) -> bool:
-    """Whether a block of `entries` entries can be read: a layout gives its length, and its id bits could have
-    been written."""
-    return _kinds(np.array([len(blob)], np.int64), np.array([entries], np.int64), [blob], strict=False)[0][0] != 0
-
-
-def _kinds(sizes: np.ndarray, entries: np.ndarray, blobs: list[bytes],
-           strict: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """The layouts of many blocks as numbers (a split width or _WHOLE, or minus the width of a packed layout of
-    before), and the id bits of each split block (0 for the others). A block whose length fits no layout, or whose
-    id bits could not have been written (1 to 30, and fewer than its width's bits), is damaged: a DatabaseError,
-    or layout 0 with strict false."""
-    width, rest = np.divmod(sizes, np.maximum(entries, 1))
-    split = (rest == 1) & (entries >= 2) & (width >= _SPLIT_WIDTHS[0]) & (width <= _SPLIT_WIDTHS[-1])
-    id_bits = np.zeros(len(sizes), np.int64)
-    if split.any():
-        at = np.flatnonzero(split)
-        id_bits[at] = np.frombuffer(bytes([blobs[i][0] for i in at.tolist()]), np.uint8)
-        split &= (id_bits >= 1) & (id_bits <= np.minimum(CONTENT_ID_BITS, 8 * width - 1))
-    before = (rest == 0) & (entries > 0) & ((width == _GAP_AND_ID24.itemsize) | (width == _GAP_AND_ID32.itemsize))
-    whole = (rest == 0) & (entries > 0) & (width == _WHOLE)
-    known = split | before | whole
-    if strict and not known.all():
-        raise DatabaseError("the index is damaged (a block that fits no layout); run 'dedupdb check' for details")
-    return np.where(known, np.where(before, -width, width), 0), id_bits
-
-
-def _split_values(blobs: list[bytes], width: int) -> np.ndarray:
-    """The integers of split blocks of one width (each block's leading byte left out), as int64."""
-    if width == 4 and len(blobs) > 4:
-        # Many blocks (a merge, a batch's probes): read in place past each leading byte, joined by one copy;
-        # slicing large blocks by the hundred and joining the slices takes ten times as long.
-        return np.concatenate([np.frombuffer(blob, "<u4", offset=1) for blob in blobs]).astype(np.int64)
-    joined = b"".join([blob[1:] for blob in blobs])
-    if width == 4:
-        return np.frombuffer(joined, "<u4").astype(np.int64)
-    # The low four bytes and the rest as fields of one record, not copied byte by byte.
-    parts = np.frombuffer(joined, np.dtype([("low", "<u4"), ("high", "u1" if width == 5 else "<u2")]))
-    values = parts["high"].astype(np.int64)
-    values <<= 32
-    values |= parts["low"]
-    return values
-
-
-def _blob(entries: np.ndarray) -> bytes:
-    """The bytes of one block: its sorted entries in the smallest layout they fit."""
-    for layout in _LAYOUTS:
-        blob = _packed(entries, layout)
-        if blob is not None:
-            return blob
-    raise AssertionError("entries kept whole always fit")
-
-
-def _next_block(rest: np.ndarray) -> tuple[np.ndarray, bytes, bool]:
-    """The entries the next block of a run takes from these (sorted), as many as fill a block in the smallest
-    layout they fit; their bytes; and whether they fill it."""
-    for layout in _LAYOUTS:
-        part = rest[: _per_block(layout)]
-        blob = _packed(part, layout)
-        if blob is not None:
-            return part, blob, len(part) == _per_block(layout)
-    raise AssertionError("entries kept whole always fit")
-
-
-def _array(first: int, count: int, blob: bytes) -> np.ndarray:
-    """The entries of one block (first: its smallest entry)."""
-    return _decoded(np.array([first], np.int64), np.array([count], np.int64), [blob])
-
-
-def _decoded(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
-             lows: np.ndarray | None = None, highs: np.ndarray | None = None) -> np.ndarray:
-    """The entries of blocks, joined in the order given; with lows and highs, only those within one of the ranges
-    [lows[i], highs[i]] (lows sorted, ranges disjoint), sorted. All blocks of one layout are decoded at once, and
-    of packed ones only the keys before the ranges are known (a probe wants a few entries of each block)."""
-    sizes = np.fromiter(map(len, blobs), np.int64, len(blobs))
-    kinds, block_id_bits = _kinds(sizes, counts, blobs)
-    ranged = lows is not None
-    fast = decoding.decoder()
-    out = np.empty(0 if ranged else int(counts.sum()), np.int64)
-    starts = np.cumsum(counts) - counts
-    parts = []
-    for kind in sorted(set(kinds.tolist())):  # not np.unique, which loads numpy.ma: a cold query feels it
-        picked = np.flatnonzero(kinds == kind)
-        layout = kind if kind > 0 else _GAP_AND_ID24 if kind == -_GAP_AND_ID24.itemsize else _GAP_AND_ID32
-        if kind == _WHOLE:
-            values = np.frombuffer(b"".join([blobs[i] for i in picked.tolist()]), "<i8")
-            if ranged:
-                values = _in_ranges(values, lows, highs)
-        elif isinstance(layout, int) and fast is not None:  # split, decoded in one compiled pass
-            values = fast.split_blocks(b"".join([blobs[i] for i in picked.tolist()]), sizes[picked], counts[picked],
-                                       layout, block_id_bits[picked], firsts[picked], lows, highs)
-        else:
-            if isinstance(layout, int):  # split: each block's byte of id bits, then its entries
-                split = _split_values([blobs[i] for i in picked.tolist()], layout)
-                bits = block_id_bits[picked]
-                # One number for all when the blocks agree (a run's blocks mostly do): no array an entry.
-                id_bits = int(bits[0]) if (bits == bits[0]).all() else np.repeat(bits, counts[picked])
-                sums = split >> id_bits
-            else:
-                packed = np.frombuffer(b"".join([blobs[i] for i in picked.tolist()]), layout)
-                sums = packed["gap"].astype(np.int64)
-            # Each block's keys: its first key plus the running sum of the gaps since its start.
-            np.cumsum(sums, out=sums)  # in place on a contiguous copy: twice as fast as on the strided field
-            block_starts = np.cumsum(counts[picked]) - counts[picked]
-            base = (firsts[picked] >> CONTENT_ID_BITS) - sums[block_starts]
-            keys = np.repeat(base, counts[picked]) + sums
-            at = slice(None)
-            if ranged:  # the entries under the ranges' keys, then the ranges themselves
-                begin = np.searchsorted(keys, lows >> CONTENT_ID_BITS, "left")
-                end = np.searchsorted(keys, highs >> CONTENT_ID_BITS, "right")
-                at = distinct(ranges(begin, np.maximum(end - begin, 0)))
-                keys = keys[at]
-            if isinstance(layout, int):
-                ids = split[at] & ((1 << (id_bits if isinstance(id_bits, int) else id_bits[at])) - 1)
-            elif layout is _GAP_AND_ID24:
-                packed = packed[at]
-                ids = packed["id_low"].astype(np.int64) | (packed["id_high"].astype(np.int64) << 16)
-            else:
-                ids = packed[at]["id"].astype(np.int64)
-            values = (keys << CONTENT_ID_BITS) | ids
-            if ranged:
-                values = _in_ranges(values, lows, highs)
-        if ranged:
-            parts.append(values)
-            continue
-        if len(picked) == len(blobs):
-            return values
-        out[ranges(starts[picked], counts[picked])] = values
-    if ranged:
-        if len(parts) == 1:
-            return parts[0]
-        out = np.concatenate(parts) if parts else out
-        out.sort()
-    return out
-
-
 class Runs:
     """The runs of one family of rows (0: LSH and SimHash index rows, 1: containment rows) in a store's
     connection. Reads see the committed state of the store (or the caller's transaction); writes must run inside
@@ -389,7 +210,7 @@ class Runs:
                 if len(left):
                     self.conn.execute(
                         "UPDATE run_blocks SET first = ?, entries = ?, data = ? WHERE id = ?",
-                        (int(left[0]), len(left), _blob(left), block_id),
+                        (int(left[0]), len(left), block_codec.encode(left), block_id),
                     )
                     run.firsts[position] = left[0]
                 else:
@@ -424,7 +245,7 @@ class Runs:
         returns those left for a later call (final false: fewer than fill a block)."""
         parts, blobs, start = [], [], 0
         while start < len(entries):
-            part, blob, full = _next_block(entries[start:])
+            part, blob, full = block_codec.next_block(entries[start:])
             if not full and not final:
                 break
             parts.append(part)
@@ -505,7 +326,7 @@ class Runs:
                      highs: np.ndarray | None = None) -> np.ndarray:
         """The entries of blocks of one run, joined in key order (a run's blocks are numbered in key order: each
         is written after those below it, and a rewritten block keeps its number); with lows and highs, only those
-        within the ranges (see _decoded). One statement for them all: a probe of a large run reads thousands
+        within the ranges (see block_codec.decode_blocks). One statement for them all: a probe of a large run reads thousands
         of blocks."""
         if len(block_ids) == 0:
             return np.empty(0, np.int64)
@@ -515,7 +336,7 @@ class Runs:
         ).fetchall()
         firsts = np.fromiter((r[0] for r in rows), np.int64, len(rows))
         counts = np.fromiter((r[1] for r in rows), np.int64, len(rows))
-        return _decoded(firsts, counts, [r[2] for r in rows], lows, highs)
+        return block_codec.decode_blocks(firsts, counts, [r[2] for r in rows], lows, highs)
 
     def _read(self, block_ids: np.ndarray) -> list[np.ndarray]:
         """The entries of blocks, in the order asked."""
@@ -525,7 +346,7 @@ class Runs:
             for block_id, first, count, data in self.conn.execute(
                 f"SELECT id, first, entries, data FROM run_blocks WHERE id IN ({','.join('?' * len(chunk))})", chunk
             ).fetchall():
-                found[block_id] = _array(first, count, data)
+                found[block_id] = block_codec.decode_block(first, count, data)
         return [found[i] for i in wanted]
 
     def _holds(self, runs: dict[int, _Run], entries: np.ndarray) -> np.ndarray:
@@ -542,7 +363,7 @@ class Runs:
         if len(lows) == 0:
             return np.empty(0, np.int64)
         if run.data is not None:
-            return _in_ranges(run.data, lows, highs)
+            return block_codec.in_ranges(run.data, lows, highs)
         blocks = _covering_blocks(run, lows, highs)
         if len(blocks) <= _READ_AT_ONCE:
             return self._read_joined(run.block_ids[blocks], lows, highs)
@@ -648,10 +469,10 @@ class Runs:
                 continue
             total, previous = 0, None
             for position, (block_id, first, entries, data) in enumerate(rows):
-                if not isinstance(data, bytes) or not _readable(data, entries):
+                if not isinstance(data, bytes) or not block_codec.readable(data, entries):
                     out.append(f"run {run.id}: block {block_id} holds {len(data)} bytes for {entries} entries")
                     continue
-                values = _array(first, entries, data)
+                values = block_codec.decode_block(first, entries, data)
                 if len(values) != entries or len(values) == 0 or (np.diff(values) <= 0).any():
                     out.append(f"run {run.id}: block {block_id} is not a sorted block of {entries} entries")
                 elif values[0] != first or first != run.firsts[position]:
@@ -714,16 +535,6 @@ class _RunReader:
         if len(self._loaded) == 0:
             self._load()
         return taken
-
-
-def _in_ranges(data: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
-    """The entries of sorted data within any of the ranges [lows[i], highs[i]] (lows sorted, ranges disjoint)."""
-    starts = np.searchsorted(data, lows, "left")
-    ends = np.searchsorted(data, highs, "right")
-    lengths = ends - starts
-    if not lengths.any():
-        return np.empty(0, np.int64)
-    return data[ranges(starts, lengths)]
 
 
 def _covering_blocks(run: _Run, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
