@@ -578,23 +578,25 @@ def plan_table(plan) -> None:
     )
 
 
+def _with_reasons(items: list[tuple[str, str]]) -> list[dict]:
+    return [{"path": path, "reason": reason} for path, reason in items]
+
+
 def clean_outcome_json(outcome) -> dict:
     return {
         "batch": outcome.batch,
         "done": outcome.done,
-        "skipped": [{"path": p, "reason": r} for p, r in outcome.skipped],
-        "failed": [{"path": p, "reason": r} for p, r in outcome.failed],
-        "refused": [{"path": p, "reason": r} for p, r in outcome.refused],
+        "skipped": _with_reasons(outcome.skipped),
+        "failed": _with_reasons(outcome.failed),
+        "refused": _with_reasons(outcome.refused),
     }
 
 
 def clean_outcome(outcome, action: str, undoable: bool = True) -> None:
-    for path, why in outcome.refused:
-        err_console.print(f"[red]refused[/red] {escape(path)}: {escape(why)}", highlight=False)
-    for path, why in outcome.skipped:
-        err_console.print(f"[yellow]skipped[/yellow] {escape(path)}: {escape(why)}", highlight=False)
-    for path, why in outcome.failed:
-        err_console.print(f"[red]failed[/red] {escape(path)}: {escape(why)}", highlight=False)
+    for label, items in (("[red]refused[/red]", outcome.refused), ("[yellow]skipped[/yellow]", outcome.skipped),
+                         ("[red]failed[/red]", outcome.failed)):
+        for path, why in items:
+            err_console.print(f"{label} {escape(path)}: {escape(why)}", highlight=False)
     batch = ""
     if outcome.batch:
         back = f"'dedupdb undo {outcome.batch}' puts it back" if undoable else "restore from the system trash"
@@ -612,7 +614,7 @@ def undo_json(outcome) -> dict:
         "batch": outcome.batch,
         "restored": outcome.restored,
         "edited_since": outcome.changed,
-        "cannot_restore": [{"path": p, "reason": r} for p, r in outcome.cannot],
+        "cannot_restore": _with_reasons(outcome.cannot),
     }
 
 
