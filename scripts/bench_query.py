@@ -25,6 +25,10 @@ Then it times, in the same run:
 Usage:
     python scripts/bench_query.py --n 20000
     python scripts/bench_query.py --n 1000000 --db /tmp/bench-1m.db    # built once, reused afterwards
+    python scripts/bench_query.py --n 400000 --order mixed --skip-datasketch --chart docs/img/add-pace.png
+
+--chart PATH.png also draws the add's pace as the store grows: the documents/s of each record file against the
+documents stored (needs matplotlib, from the bench extra; only when the store is built in this run).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import gzip
+import importlib.util
 import json
 import math
 import random
@@ -195,10 +200,12 @@ def write_shard(path: Path, corpus: Corpus, ids: list[int]) -> None:
     tmp.rename(path)
 
 
-def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str, order: str) -> float:
+def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str, order: str,
+                pace: list[tuple[int, float]] | None = None) -> float:
     """Index documents ids through the public API: db.add on JSONL record files of SHARD_DOCS documents,
     one add per file (a file already indexed is skipped as unchanged, so an interrupted build resumes). Prints
-    how long the first and the last tenth took: whether an add slows as the store grows."""
+    how long the first and the last tenth took: whether an add slows as the store grows. Each file this run
+    indexed appends (documents, seconds of its add) to pace when given."""
     from dedupdb.ingest.records import RecordOptions
 
     shard_dir.mkdir(parents=True, exist_ok=True)
@@ -217,6 +224,8 @@ def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str,
         write_seconds += t1 - t0
         spent += t2 - t1
         shard_seconds.append((len(chunk), t2 - t1))
+        if pace is not None and summary.added:
+            pace.append((len(chunk), t2 - t1))
         done += len(chunk)
         bad = getattr(summary, "bad_records", [])
         log(f"[{label}] {done:>9,}/{len(ids):,} docs  add {spent:7.0f} s  this file {len(chunk) / (t2 - t1):,.0f} docs/s"
@@ -237,7 +246,8 @@ def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str,
     return spent
 
 
-def open_or_build(path: Path, corpus: Corpus, ids: list[int], shard_dir: Path, label: str):
+def open_or_build(path: Path, corpus: Corpus, ids: list[int], shard_dir: Path, label: str,
+                  pace: list[tuple[int, float]] | None = None):
     db = dedupdb.open(path)
     meta = db.store.read_meta()
     order = "mixed" if ids != sorted(ids) else "generated"
@@ -248,7 +258,7 @@ def open_or_build(path: Path, corpus: Corpus, ids: list[int], shard_dir: Path, l
         return db, None
     if meta.get("bench.seed", str(corpus.seed)) != str(corpus.seed):
         sys.exit(f"{path} was built with another --seed; give a new --db")
-    return db, build_store(db, corpus, ids, shard_dir, label, order)
+    return db, build_store(db, corpus, ids, shard_dir, label, order, pace)
 
 
 def file_bytes(path: Path) -> int:
@@ -367,6 +377,45 @@ def time_datasketch(corpus: Corpus, ids: list[int], queries) -> dict:
     return {"build": build, "times": times, "found": found, "candidates": candidates}
 
 
+# --- chart -----------------------------------------------------------------------------------
+
+
+def write_pace_chart(path: Path, pace: list[tuple[int, float]], caption: str) -> None:
+    """A PNG of the add's pace as the store grows: each record file's documents/s drawn across the documents
+    stored while it was added, and the whole build's average. matplotlib is imported here only (Agg, no display)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+    fig = Figure(figsize=(8, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    stored, edges, rates = 0, [0], []
+    for docs, seconds in pace:
+        stored += docs
+        edges.append(stored)
+        rates.append(docs / seconds if seconds > 0 else float("nan"))
+    ax.stairs(rates, edges, baseline=None, color="tab:blue", linewidth=2, label="each record file's add")
+    ax.plot([(a + b) / 2 for a, b in zip(edges, edges[1:])], rates, "o", color="tab:blue", markersize=4)
+    total = sum(s for _, s in pace)
+    if total > 0:
+        ax.axhline(stored / total, color="tab:gray", linestyle="--", linewidth=1,
+                   label=f"whole build: {stored / total:,.0f} documents/s")
+    ax.set_xlim(0, stored)
+    ax.set_ylim(0, max((r for r in rates if r == r), default=1) * 1.15)
+    thousands = FuncFormatter(lambda v, _: f"{v:,.0f}")
+    ax.xaxis.set_major_formatter(thousands)
+    ax.yaxis.set_major_formatter(thousands)
+    ax.set_xlabel("documents stored")
+    ax.set_ylabel("documents added per second")
+    ax.set_title("dedupdb add: pace as the store grows")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower left")
+    fig.text(0.01, 0.01, caption, fontsize=8, color="dimgray", family="monospace", va="bottom")
+    fig.tight_layout(rect=(0, 0.025 * (caption.count("\n") + 2), 1, 1))
+    fig.savefig(path, format="png")
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
@@ -395,9 +444,15 @@ def main() -> None:
     parser.add_argument("--warm-rounds", type=int, default=1,
                         help="times the warm-up queries are asked before timing: 30 makes the process one that has "
                              "answered many queries (and taken compiled sketching for single texts)")
+    parser.add_argument("--chart", type=Path, default=None, metavar="PATH.png",
+                        help="also write a PNG of the add's pace as the store grows (needs matplotlib; only when "
+                             "the store is built in this run)")
     args = parser.parse_args()
+    if args.chart and importlib.util.find_spec("matplotlib") is None:
+        parser.error("--chart needs matplotlib: pip install -e \".[bench]\"")
 
-    print(f"dedupdb {dedupdb.__version__} at commit {version()}, python {sys.version.split()[0]}", flush=True)
+    measured = version()  # once: the tree may move on while the benchmark runs
+    print(f"dedupdb {dedupdb.__version__} at commit {measured}, python {sys.version.split()[0]}", flush=True)
     t0 = time.perf_counter()
     corpus = Corpus(args.n, args.seed, holdout=args.queries // 2 + 50)
     log(f"corpora loaded in {time.perf_counter() - t0:.1f} s: {corpus.bases:,} corpus texts stored as they are, "
@@ -412,7 +467,8 @@ def main() -> None:
     build_ids = list(range(args.n))
     if args.order == "mixed":
         random.Random(args.seed + 13).shuffle(build_ids)
-    db, build_seconds = open_or_build(db_path, corpus, build_ids, shard_dir, f"dedupdb {args.n:,}")
+    pace: list[tuple[int, float]] = []
+    db, build_seconds = open_or_build(db_path, corpus, build_ids, shard_dir, f"dedupdb {args.n:,}", pace)
     if not args.keep_shards:
         shutil.rmtree(shard_dir, ignore_errors=True)
     counts = db.store.counts()
@@ -478,6 +534,14 @@ def main() -> None:
               f"source among candidates for {ds['found']}/{edited}; {ds['candidates'] / len(queries):.1f} "
               f"unverified candidates/query (whitespace words: Chinese text becomes few long 'words')")
     print("latency includes normalizing and fingerprinting the query text; dedupdb verifies candidates, datasketch does not")
+    if args.chart:
+        if build_seconds is None or sum(n for n, _ in pace) != args.n:
+            log(f"no chart: {db_path} was not built from empty in this run")
+        else:
+            command = " ".join(["python scripts/bench_query.py", *sys.argv[1:]])
+            write_pace_chart(args.chart, pace, f"{command}\nrecord files of {SHARD_DOCS:,} documents, order "
+                                               f"{args.order}, dedupdb {dedupdb.__version__} at {measured}")
+            log(f"wrote {args.chart}")
 
 
 if __name__ == "__main__":

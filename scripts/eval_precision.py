@@ -45,6 +45,10 @@ answer standing for its task's source).
     python scripts/eval_precision.py --quick              # small samples, under a minute
     python scripts/eval_precision.py --corpora sophon,thucnews --examples 5 --json out.json
     python scripts/eval_precision.py --presets banding,super-shingles   # both candidate schemes, same documents
+    python scripts/eval_precision.py --quick --chart recall.png         # also a PNG of the figures (matplotlib)
+
+--chart PATH.png draws recall per edit level and the strict false-pair rate of every system, pooled over the
+edited corpora (Clough & Stevenson, with its own levels, is left out of the chart).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import importlib.util
 import itertools
 import json
 import math
@@ -776,6 +781,72 @@ def report(results: dict[str, dict], args) -> None:
     sys.stdout.flush()
 
 
+SYSTEM_LABELS = {"dedupdb": "dedupdb (banding)", "dedupdb:super-shingles": "dedupdb (super-shingles)",
+                 "ds:char3": "datasketch, char 3-grams", "ds:word": "datasketch, words"}
+
+
+LANGUAGE_NAMES = {"en": "English", "zh": "Chinese"}
+
+
+def write_chart(path: Path, results: dict[str, dict], caption: str) -> None:
+    """A PNG of grouped bars: recall per edit level of every system, pooled over the edited corpora of each
+    language (variants found / variants), and the strict false-pair rate pooled the same way (false pairs /
+    reported pairs). matplotlib is imported here only (Agg, no display)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    corpora = [name for name in results if name != "clough"]
+    systems = list(dict.fromkeys(system for name in corpora for system in results[name]))
+    languages = list(dict.fromkeys(CORPORA[name][1] for name in corpora))
+    by_language = {lang: [n for n in corpora if CORPORA[n][1] == lang] for lang in languages}
+
+    def pooled(names: list[str], system: str, level: str) -> float:
+        found = sum(results[n][system]["found"][level] for n in names if system in results[n])
+        return found / max(1, sum(results[n][system]["variants"][level] for n in names if system in results[n]))
+
+    def false_rate(names: list[str], system: str) -> float:
+        false = sum(results[n][system]["false"] for n in names if system in results[n])
+        return false / max(1, sum(results[n][system]["pairs"] for n in names if system in results[n]))
+
+    fig = Figure(figsize=(4.2 * len(languages) + 3.2, 5.0), dpi=100)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(languages) + 1, gridspec_kw={"width_ratios": [4] * len(languages) + [2.6]})
+    width = 0.8 / max(1, len(systems))
+    colors = {system: f"C{i}" for i, system in enumerate(systems)}
+    offsets = {system: (k - (len(systems) - 1) / 2) * width for k, system in enumerate(systems)}
+    for ax, lang in zip(axes, languages):
+        for system in systems:
+            values = [pooled(by_language[lang], system, lvl) for lvl in LEVELS]
+            bars = ax.bar([i + offsets[system] for i in range(len(LEVELS))], values, width, color=colors[system],
+                          label=SYSTEM_LABELS.get(system, system))
+            ax.bar_label(bars, labels=[f"{v:.3f}" for v in values], fontsize=7, rotation=90, padding=2)
+        ax.set_xticks(range(len(LEVELS)), LEVELS)
+        ax.set_xlabel("edit level of the variant")
+        ax.set_ylim(0, 1.15)
+        ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+        ax.set_title(f"recall, {LANGUAGE_NAMES.get(lang, lang)}: {', '.join(by_language[lang])}", fontsize=10)
+    axes[0].set_ylabel("recall (variant paired with its original)")
+    rates = axes[-1]
+    top = 0.0
+    for system in systems:
+        values = [100 * false_rate(by_language[lang], system) for lang in languages]
+        top = max(top, *values)
+        bars = rates.bar([i + offsets[system] for i in range(len(languages))], values, width, color=colors[system])
+        rates.bar_label(bars, labels=[f"{v:.2f}" for v in values], fontsize=7, rotation=90, padding=2)
+    rates.set_xticks(range(len(languages)), [LANGUAGE_NAMES.get(lang, lang) for lang in languages])
+    rates.set_ylim(0, max(1.0, 1.3 * top))
+    rates.set_ylabel("strict false pairs, % of reported pairs")
+    rates.set_title("false-pair rate", fontsize=10)
+    for ax in axes:
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.set_axisbelow(True)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="upper center", ncol=len(systems), fontsize=9,
+               frameon=False)
+    fig.text(0.01, 0.01, caption, fontsize=8, color="dimgray", family="monospace")
+    fig.tight_layout(rect=(0, 0.04, 1, 0.93))
+    fig.savefig(path, format="png")
+
+
 def revision() -> str:
     """The git commit of the checkout being measured, if git can tell."""
     try:
@@ -803,7 +874,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--examples", type=int, default=0, help="print this many sampled false pairs per corpus and system")
     p.add_argument("--json", type=Path, default=None, help="write every figure and example here")
     p.add_argument("--quick", action="store_true", help="200 originals and 1,000 distractors per corpus")
+    p.add_argument("--chart", type=Path, default=None, metavar="PATH.png",
+                   help="also write a PNG of recall per edit level and the false-pair rate (needs matplotlib)")
     args = p.parse_args(argv)
+    if args.chart and importlib.util.find_spec("matplotlib") is None:
+        p.error("--chart needs matplotlib: pip install -e \".[bench]\"")
     args.corpora = [c.strip() for c in args.corpora.split(",") if c.strip()]
     args.presets = [x.strip() for x in args.presets.split(",") if x.strip()]
     wrong = [x for x in args.presets if x not in dedupdb.config.PRESETS]
@@ -837,6 +912,10 @@ def main(argv=None) -> None:
                    "targets": TARGETS, "seconds": round(elapsed, 1), "results": results}
         args.json.write_text(json.dumps(payload, ensure_ascii=False, indent=1), encoding="utf-8")
         log(f"wrote {args.json}")
+    if args.chart and any(name != "clough" for name in results):
+        command = " ".join(["python scripts/eval_precision.py", *(argv if argv is not None else sys.argv[1:])])
+        write_chart(args.chart, results, command)
+        log(f"wrote {args.chart}")
 
 
 if __name__ == "__main__":

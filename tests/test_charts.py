@@ -43,7 +43,8 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_add_pace_chart(tmp_path):
     bench_query = _script("bench_query")
     path = tmp_path / "pace.png"
-    bench_query.write_pace_chart(path, [(500, 0.10), (500, 0.12), (500, 0.15)], "python scripts/bench_query.py --n 1500")
+    bench_query.write_pace_chart(path, [(500, 0.10), (500, 0.12), (500, 0.15)],
+                                 "python scripts/bench_query.py --n 1500\nrecord files of 500 documents")
     width, height = _png_size(path)
     assert width > 300 and height > 200
 
