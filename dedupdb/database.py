@@ -19,7 +19,6 @@ from dedupdb.config import (
     default_db_path,
 )
 from dedupdb.errors import DatabaseError, InputError, SettingsError
-from dedupdb.sketch.fingerprint import Fingerprinter
 from dedupdb.index.grouping import DEFAULT_KEEP, keep_order, neighbours, stars
 from dedupdb.index.indexer import Indexer
 from dedupdb.index.lsh import (
@@ -33,12 +32,14 @@ from dedupdb.index.lsh import (
     scheme_meta,
     scheme_stats,
 )
-from dedupdb.sketch.winnowing import Side, containment as contained_share, pair_scores
-from dedupdb.sketch.fingerprint import query_runs
+from dedupdb.sketch.fingerprint import Fingerprinter, query_runs
 from dedupdb.sketch.minhash import sketch_jaccard
-from dedupdb.text.normalize import normalize
+from dedupdb.sketch.winnowing import Side
+from dedupdb.sketch.winnowing import containment as contained_share
+from dedupdb.sketch.winnowing import pair_scores
 from dedupdb.storage.rows import DocumentRow
 from dedupdb.storage.store import Store
+from dedupdb.text.normalize import normalize
 
 if TYPE_CHECKING:  # the ingest and export machinery loads when first used: a query never needs it
     from dedupdb.index.check import CheckReport

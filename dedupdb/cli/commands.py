@@ -23,7 +23,6 @@ except ImportError:  # older typer, on click itself
 
 from dedupdb import __version__
 from dedupdb.cli import render
-from dedupdb.ops.actions import Action
 from dedupdb.config import (
     DB_ENV_VAR,
     MAX_FILE_BYTES,
@@ -36,6 +35,7 @@ from dedupdb.config import (
     size_text,
 )
 from dedupdb.errors import DedupError, InputError, OptionError
+from dedupdb.ops.actions import Action
 
 if TYPE_CHECKING:  # the database module brings numpy and the whole index: help and usage errors need neither
     from dedupdb.database import Database
@@ -351,9 +351,9 @@ def ray_job(
     """Find the near-duplicates of a corpus too large for one machine on a Ray cluster (or a local runtime),
     with the engine 'add' uses, and write pairs, clusters, signatures and documents as Parquet; 'dedupdb import'
     loads them into a database. Needs the ray extra: pip install "dedupdb\\[ray]"."""
-    from dedupdb.ingest.records import RecordOptions
-
     import importlib.util
+
+    from dedupdb.ingest.records import RecordOptions
 
     if importlib.util.find_spec("ray") is None or importlib.util.find_spec("pyarrow") is None:
         raise InputError('the ray extra is not installed: pip install "dedupdb[ray]"')

@@ -37,14 +37,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dedupdb.errors import DatabaseError
+from dedupdb.index.clusters import dense_components
+from dedupdb.sketch.winnowing import rows_of
 from dedupdb.storage import sketchpack
 from dedupdb.storage.checksums import matches
-from dedupdb.index.clusters import dense_components
-from dedupdb.errors import DatabaseError
-from dedupdb.text.hashing import distinct, distinct_counts, fmix64
-from dedupdb.sketch.winnowing import rows_of
 from dedupdb.storage.entries import CONTENT_ID_BITS
 from dedupdb.storage.store import Store
+from dedupdb.text.hashing import distinct, distinct_counts, fmix64
 
 if TYPE_CHECKING:
     from dedupdb.database import Database

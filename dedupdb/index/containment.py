@@ -8,8 +8,6 @@ from collections.abc import Iterable
 import numpy as np
 
 from dedupdb.config import Settings
-from dedupdb.storage.entries import CONTENT_ID_BITS, CONTENT_ID_MASK
-from dedupdb.storage.store import Store
 from dedupdb.sketch.winnowing import (
     CANDIDATE_SHARE,
     COMMON_POSTINGS,
@@ -21,6 +19,8 @@ from dedupdb.sketch.winnowing import (
     rows_of,
     smaller_first,
 )
+from dedupdb.storage.entries import CONTENT_ID_BITS, CONTENT_ID_MASK
+from dedupdb.storage.store import Store
 from dedupdb.text.hashing import distinct, distinct_counts, ranges, to_unsigned64
 
 

@@ -11,17 +11,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dedupdb.index.clusters import components, dense_components
 from dedupdb.config import Settings
+from dedupdb.index.clusters import components, dense_components
 from dedupdb.index.containment import ContainmentIndex
-from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch, kept_signatures
-from dedupdb.text.hashing import distinct, ranges, slot_hash, to_unsigned64
 from dedupdb.index.lsh import Candidates, candidate_keys
+from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch, kept_signatures
 from dedupdb.sketch.simhash import block_key_matrix
+from dedupdb.sketch.verify import PairJudge, Signature, SketchTable, judge
 from dedupdb.storage.entries import INDEX_KEY_BITS
 from dedupdb.storage.rows import ContentRow
 from dedupdb.storage.store import Store
-from dedupdb.sketch.verify import PairJudge, Signature, SketchTable, judge
+from dedupdb.text.hashing import distinct, ranges, slot_hash, to_unsigned64
 
 
 # Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.

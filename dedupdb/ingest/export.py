@@ -24,6 +24,7 @@ from dedupdb.ingest.records import (
 )
 from dedupdb.ingest.sources import file_text, read_bytes
 
+
 @dataclass(frozen=True)
 class ExportedRecord:
     key: str

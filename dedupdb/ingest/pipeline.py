@@ -27,11 +27,7 @@ from dedupdb.config import (
     parse_size,
 )
 from dedupdb.errors import DatabaseError, DedupError, InputError, ReadError
-from dedupdb.sketch.fingerprint import Sketch, load_compiled, sketch_texts
-from dedupdb.text.hashing import bytes_hash, content_hash
 from dedupdb.index.indexer import Indexer, NewDocument
-from dedupdb.ingest.workers import PendingWork, Work, WorkPool, default_workers
-from dedupdb.text.normalize import normalize, normalize_lines
 from dedupdb.ingest.records import (
     BadRecord,
     EndOfRecords,
@@ -42,9 +38,13 @@ from dedupdb.ingest.records import (
     sniff_encoding,
 )
 from dedupdb.ingest.sources import Candidate, Skipped, WalkRules, file_decoded, read_bytes, readable_name, walk
+from dedupdb.ingest.summary import STDIN_NAME, AddSummary, Progress
+from dedupdb.ingest.workers import PendingWork, Work, WorkPool, default_workers
+from dedupdb.sketch.fingerprint import Sketch, load_compiled, sketch_texts
 from dedupdb.storage.rows import FileRow
 from dedupdb.storage.store import Store
-from dedupdb.ingest.summary import STDIN_NAME, AddSummary, Progress
+from dedupdb.text.hashing import bytes_hash, content_hash
+from dedupdb.text.normalize import normalize, normalize_lines
 
 STDIN = "-"
 

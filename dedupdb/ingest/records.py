@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from dedupdb.errors import InputError
 from dedupdb.config import MAX_RECORD_BYTES, size_text
+from dedupdb.errors import InputError
 from dedupdb.ingest.sources import decode, valid_utf8
 
 FORMATS = ("jsonl", "csv", "lines")

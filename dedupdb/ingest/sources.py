@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-
 from dedupdb.config import MAX_FILE_BYTES, size_text
 from dedupdb.errors import ReadError
 

@@ -21,7 +21,9 @@ from dedupdb.ops.fileops import (
     replace_with_link,
     safe_move,
 )
-from dedupdb.ops.trash import TrashLookup, info_file, restorable as trash_restorable, trash
+from dedupdb.ops.trash import TrashLookup, info_file
+from dedupdb.ops.trash import restorable as trash_restorable
+from dedupdb.ops.trash import trash
 
 CHANGED = "restored, but edited since the cleanup"  # an undo that gave back bytes edited while away
 NEVER = "never"  # the start of an undo's answer for an entry planned but never carried out: nothing to report

@@ -20,11 +20,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dedupdb.ops.actions import CHANGED, NEVER, Action, Entry, NotIdentical, holds
-from dedupdb.ops.fileops import discard_partial
 from dedupdb.database import Database, Member
 from dedupdb.errors import InputError
-from dedupdb.index.grouping import DEFAULT_KEEP, under as _under
+from dedupdb.index.grouping import DEFAULT_KEEP
+from dedupdb.index.grouping import under as _under
+from dedupdb.ops.actions import CHANGED, NEVER, Action, Entry, NotIdentical, holds
+from dedupdb.ops.fileops import discard_partial
 from dedupdb.ops.trash import TrashLookup
 
 PLAN_FORMAT = 1

@@ -17,14 +17,14 @@ from typing import BinaryIO, TextIO
 import numpy as np
 import xxhash
 
-from dedupdb.sketch.bloom import BloomFilter
 from dedupdb.config import Settings
 from dedupdb.errors import InputError
-from dedupdb.sketch.fingerprint import Fingerprinter
 from dedupdb.index.lsh import band_keys, optimal_banding
+from dedupdb.ingest.records import BadRecord, Record, RecordOptions, read_records, sniff_encoding
+from dedupdb.sketch.bloom import BloomFilter
+from dedupdb.sketch.fingerprint import Fingerprinter
 from dedupdb.sketch.minhash import sketch_jaccard
 from dedupdb.text.normalize import normalize, normalize_lines
-from dedupdb.ingest.records import BadRecord, Record, RecordOptions, read_records, sniff_encoding
 
 _BATCH = 8192
 _MASK64 = (1 << 64) - 1

@@ -41,12 +41,12 @@ import numpy as np
 
 from dedupdb.config import ALGORITHM_VERSION, Settings
 from dedupdb.errors import DedupError, InputError, SettingsError
-from dedupdb.text.hashing import distinct, distinct_counts, distinct_first_counts
 from dedupdb.index.lsh import scheme_from_meta, scheme_meta
 from dedupdb.ingest.records import RecordOptions
+from dedupdb.scaleout.layout import DOCUMENTS, PAIRS, SIGNATURES, Manifest
 from dedupdb.storage.entries import CONTENT_ID_BITS
 from dedupdb.storage.rows import ContentRow
-from dedupdb.scaleout.layout import DOCUMENTS, PAIRS, SIGNATURES, Manifest
+from dedupdb.text.hashing import distinct, distinct_counts, distinct_first_counts
 
 if TYPE_CHECKING:
     from dedupdb.database import Database

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from dedupdb.config import MAX_RECORD_BYTES
 from dedupdb.errors import InputError
-from dedupdb.ingest.sources import Candidate, WalkRules, walk
 from dedupdb.ingest.records import (
     BadRecord,
     EndOfRecords,
@@ -31,6 +30,7 @@ from dedupdb.ingest.records import (
     sniff_encoding,
     too_long,
 )
+from dedupdb.ingest.sources import Candidate, WalkRules, walk
 
 PARQUET = "parquet"
 _RECORD_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv", ".parquet": PARQUET}

@@ -35,10 +35,11 @@ from dedupdb.config import Settings
 from dedupdb.errors import DedupError, InputError
 from dedupdb.index.lsh import Candidates, scheme_meta
 from dedupdb.ingest.records import RecordOptions
-from dedupdb.text.weights import DF_BUCKETS
 from dedupdb.scaleout import stages
-from dedupdb.scaleout.inputs import Shard, shards as find_shards
+from dedupdb.scaleout.inputs import Shard
+from dedupdb.scaleout.inputs import shards as find_shards
 from dedupdb.scaleout.layout import CLUSTERS, DOCUMENTS, IDF, PAIRS, SIGNATURES, UNIQUE, Manifest
+from dedupdb.text.weights import DF_BUCKETS
 
 # Rows of a partition handled whole by one call: partitions are made at least this small (and at least two a
 # CPU, so every CPU has work while the largest is still going).

@@ -14,16 +14,16 @@ import pyarrow as pa
 
 from dedupdb.config import Settings
 from dedupdb.errors import DedupError
-from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch
 from dedupdb.index.grouping import keep_order, neighbours, stars
-from dedupdb.text.hashing import ranges, to_signed64, to_unsigned64
 from dedupdb.index.indexer import index_rows
 from dedupdb.index.lsh import Candidates
 from dedupdb.ingest.pipeline import sketch_records
-from dedupdb.sketch.verify import PairJudge, Signature
-from dedupdb.text.weights import CorpusIdf
 from dedupdb.scaleout.inputs import Shard, ShardRecord, shard_records
 from dedupdb.scaleout.layout import content_number, ordinal
+from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch
+from dedupdb.sketch.verify import PairJudge, Signature
+from dedupdb.text.hashing import ranges, to_signed64, to_unsigned64
+from dedupdb.text.weights import CorpusIdf
 
 # --- reading --------------------------------------------------------------------------------------------------
 

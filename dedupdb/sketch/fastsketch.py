@@ -18,8 +18,8 @@ from itertools import accumulate
 
 import numpy as np
 
-from dedupdb.text.hashing import FMIX_C1, FMIX_C2
 from dedupdb.jit import njit, types
+from dedupdb.text.hashing import FMIX_C1, FMIX_C2
 from dedupdb.text.tokens import ASCII_NOISE_MARKS, CJK, IS_CJK, NGRAM_MULT, REPOST_NOISE, TOKEN_SEED
 
 # Character classes, one per code point: as tokens._TOKEN sees them.

@@ -12,10 +12,11 @@ import xxhash
 from numpy.typing import NDArray
 
 from dedupdb.config import Settings
+from dedupdb.sketch.minhash import MinHasher, bottom_k
+from dedupdb.sketch.simhash import fingerprint as simhash_fingerprint
+from dedupdb.sketch.simhash import fingerprints as simhash_fingerprints
 from dedupdb.sketch.winnowing import run_hashes, winnowed
 from dedupdb.text.hashing import content_hash, distinct_first_counts, to_signed64
-from dedupdb.sketch.minhash import MinHasher, bottom_k
-from dedupdb.sketch.simhash import fingerprint as simhash_fingerprint, fingerprints as simhash_fingerprints
 from dedupdb.text.tokens import Tokenizer, chinese_words
 from dedupdb.text.weights import chinese_idf, word_buckets, word_weights
 

@@ -9,9 +9,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from dedupdb.text.hashing import ranges
 from dedupdb.sketch.minhash import sketch_overlap
 from dedupdb.sketch.simhash import hamming
+from dedupdb.text.hashing import ranges
 
 
 @dataclass(frozen=True)

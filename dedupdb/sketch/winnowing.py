@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dedupdb.text.hashing import distinct, ranges
 from dedupdb.sketch.minhash import sketch_jaccard
 from dedupdb.sketch.simhash import hamming
+from dedupdb.text.hashing import distinct, ranges
 from dedupdb.text.tokens import TokenBatch, shingle_hashes
 
 _S32 = np.uint64(32)

@@ -9,9 +9,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from dedupdb.storage import schema as migrate
 from dedupdb.errors import DatabaseError
-
+from dedupdb.storage import schema as migrate
 
 CHUNK_SIZE = 500  # bound on SQL variables per statement
 PAGE_SIZE = 16384

@@ -6,13 +6,20 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from dedupdb.storage import checksums, sketchpack
 from dedupdb.errors import DatabaseError
+from dedupdb.storage import checksums, sketchpack
+from dedupdb.storage.connection import chunks, marks
 from dedupdb.storage.entries import (
     CONTENT_ID_MASK,
 )
-from dedupdb.storage.connection import chunks, marks
-from dedupdb.storage.rows import CONTENT_COLUMNS, ContentRow, kept_signature_bytes, optional_u32_array, optional_u32_blob, signature_array
+from dedupdb.storage.rows import (
+    CONTENT_COLUMNS,
+    ContentRow,
+    kept_signature_bytes,
+    optional_u32_array,
+    optional_u32_blob,
+    signature_array,
+)
 
 
 class ContentTables:

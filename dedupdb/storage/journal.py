@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 
 
-
-
 class JournalTables:
     """Store's methods (store.py) over the cleanup journal; they run inside its connection and transactions."""
 

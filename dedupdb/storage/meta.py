@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 
-
-
-
 class MetaTables:
     """Store's methods (store.py) over the meta and blobs tables; they run inside its connection and transactions."""
 

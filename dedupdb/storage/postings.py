@@ -7,15 +7,15 @@ from collections.abc import Iterable
 import numpy as np
 
 from dedupdb.storage import checksums
-from dedupdb.text.hashing import distinct, distinct_counts, distinct_of_sorted
+from dedupdb.storage.connection import chunks, marks
 from dedupdb.storage.entries import (
     CONTENT_ID_BITS,
     CONTENT_ID_MASK,
     packed,
 )
-from dedupdb.storage.runs import Runs
-from dedupdb.storage.connection import chunks, marks
 from dedupdb.storage.rows import optional_u32_array, u32_blob
+from dedupdb.storage.runs import Runs
+from dedupdb.text.hashing import distinct, distinct_counts, distinct_of_sorted
 
 
 class PostingTables:

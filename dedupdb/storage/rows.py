@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 
 
-
 @dataclass(frozen=True)
 class FileRow:
     id: int

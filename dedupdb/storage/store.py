@@ -13,25 +13,25 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dedupdb.errors import DatabaseError
-from dedupdb.storage.entries import CONTAINMENT_FAMILY, CONTAINMENT_KEY_BITS, INDEX_FAMILY, INDEX_KEY_BITS
-from dedupdb.storage.runs import Runs
-from dedupdb.storage.meta import MetaTables
-from dedupdb.storage.files import FileTables
-from dedupdb.storage.contents import ContentTables
-from dedupdb.storage.postings import PostingTables
-from dedupdb.storage.pairs import PairTables
-from dedupdb.storage.journal import JournalTables
-from dedupdb.storage.integrity import IntegrityChecks
 from dedupdb.storage.connection import (
     CannotWrite,
+    GuardedConnection,
     connect_readonly,
     connect_writable,
     explain_error,
-    GuardedConnection,
     is_writable,
     readonly_message,
     sqlite_error_name,
 )
+from dedupdb.storage.contents import ContentTables
+from dedupdb.storage.entries import CONTAINMENT_FAMILY, CONTAINMENT_KEY_BITS, INDEX_FAMILY, INDEX_KEY_BITS
+from dedupdb.storage.files import FileTables
+from dedupdb.storage.integrity import IntegrityChecks
+from dedupdb.storage.journal import JournalTables
+from dedupdb.storage.meta import MetaTables
+from dedupdb.storage.pairs import PairTables
+from dedupdb.storage.postings import PostingTables
+from dedupdb.storage.runs import Runs
 
 
 class Store(MetaTables, FileTables, ContentTables, PostingTables, PairTables, JournalTables, IntegrityChecks):

@@ -20,7 +20,7 @@ import xxhash
 from numpy.typing import NDArray
 
 from dedupdb.text.hashing import distinct
-from dedupdb.text.tokens import TOKEN_SEED, split_tokens, jieba_idf
+from dedupdb.text.tokens import TOKEN_SEED, jieba_idf, split_tokens
 
 _BUCKET_BITS = np.uint64(20)
 DF_BUCKETS = 1 << 20
