@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import sys
 
 import pytest
@@ -188,3 +189,21 @@ def test_closed_standard_output_does_not_stop_a_command_that_writes_a_file(liste
     result = _closed_stdout("export", "--output", str(tmp_path / "out.jsonl"), "--db", str(listed_db))
     assert result.returncode == 0, result.stderr
     assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("args", [
+    ["query", "--threshold", "5", "text"],
+    ["add", "--bogus"],
+    ["add", ".", "--workers", "-3"],
+    ["clean", "--action", "nope"],
+    ["bogus"],
+])
+def test_usage_errors_of_the_command_line_are_one_line(tmp_path, args):
+    """Click's own usage errors (an unknown option, a value out of range) are one line and status 2 too, as the
+    library's OptionError is: no box, no usage block, no traceback."""
+    result = subprocess.run([sys.executable, "-m", "dedupdb", *args, "--db", str(tmp_path / "x.db")],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "--help" in lines[0], result.stderr
+    assert not (tmp_path / "x.db").exists()

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 try:  # typer 0.2x carries its own copy of click, whose context is the one commands run in
+    from typer._click.exceptions import ClickException
     from typer._click.globals import get_current_context
 except ImportError:  # older typer, on click itself
     from click import get_current_context
+    from click.exceptions import ClickException
 
 from dedupdb import __version__
 from dedupdb.cli import render
@@ -260,7 +262,9 @@ def add(
     text_field: Optional[str] = typer.Option(None, "--text-field", help="JSONL key or CSV column holding the text."),
     id_field: Optional[str] = typer.Option(None, "--id-field", help="JSONL key or CSV column holding the record id."),
     threshold: Optional[float] = typer.Option(None, help="Jaccard threshold, for a new database."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Processes sketching texts \\[default: cores - 1]."),
+    workers: Optional[int] = typer.Option(
+        None, "--workers", min=0, help="Processes sketching texts, 0 for none \\[default: cores - 1]."
+    ),
     max_file_size: Optional[str] = typer.Option(
         None, "--max-file-size", metavar="SIZE",
         help=f"Larger files are reported as failed, not read: bytes, or 200K, 64M, 1G \\[default: {size_text(MAX_FILE_BYTES)}].",
@@ -973,6 +977,15 @@ for _command in app.registered_commands:
         _command.help = _as_sentences(_command.callback.__doc__)
 
 
+def _usage_error(exc: ClickException) -> None:
+    if type(exc).__name__ == "NoArgsIsHelpError":  # 'dedupdb' alone: the help is the answer
+        exc.show()
+        return
+    context = getattr(exc, "ctx", None)
+    see = f" (see '{context.command_path} --help')" if context is not None else ""
+    render.err_console.print(f"Error: {exc.format_message()}{see}", highlight=False, markup=False, soft_wrap=True)
+
+
 def main() -> None:
     import rich.console
 
@@ -982,10 +995,17 @@ def main() -> None:
     rich.console.Console.on_broken_pipe = _console_broken_pipe
     try:
         try:
-            app()
+            status = app(standalone_mode=False)
+        except ClickException as exc:  # a usage error: one line, as every other error, and status 2
+            status = exc.exit_code
+            _usage_error(exc)
+        except typer.Abort:
+            status = 1
+            render.err_console.print("Aborted.", highlight=False)
         finally:
             if sys.stdout is not None:
                 sys.stdout.flush()  # here, not at exit, where a broken pipe could no longer be handled
+        sys.exit(status if isinstance(status, int) else 0)
     except BrokenPipeError:
         _stdout_to_devnull()
         sys.exit(0)
