@@ -297,3 +297,20 @@ def test_damage_message_and_corrupt_message_differ(tmp_path):
     )
     assert "not a dedupdb database" in explain(path, sqlite3.DatabaseError("file is not a database"))
     assert "the disk is full" in explain(path, sqlite3.OperationalError("database or disk is full"))
+
+
+def test_a_disk_full_while_a_new_database_is_made_names_the_file(tmp_path, monkeypatch):
+    """The first add on a full disk: the message says the disk is full and names the database, as at any later
+    commit, instead of blaming the migration."""
+    import dedupdb.storage.schema as schema
+
+    def full(script):
+        raise sqlite3.OperationalError("database or disk is full")
+        yield  # a generator, as statements() is
+
+    monkeypatch.setattr(schema, "statements", full)
+    target = tmp_path / "new.db"
+    with pytest.raises(DatabaseError) as caught:
+        dedupdb.open(target)
+    assert "disk is full" in str(caught.value) and str(target) in str(caught.value)
+    assert "migration" not in str(caught.value)

@@ -79,6 +79,8 @@ def apply(conn: sqlite3.Connection, migrations: list[Migration]) -> int:
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            if "database or disk is full" in str(exc):
+                raise  # not the migration's fault: the caller names the file and the full disk
             raise DatabaseError(f"migration {migration.path.name} failed: {exc}") from None
         except BaseException:
             if conn.in_transaction:
