@@ -45,26 +45,14 @@ def _layer(module: str) -> int | None:
     return None
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    """Lines of `if TYPE_CHECKING:` blocks: names for annotations only, never imported when the code runs."""
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            for child in node.body:
-                lines.update(range(child.lineno, child.end_lineno + 1))
-    return lines
-
-
 def _imports(module: str) -> list[tuple[str, list[str], int]]:
-    """(module imported, names taken from it, line) of every import the code runs, at any depth of the file."""
+    """(module imported, names taken from it, line) of every import in the file, at any depth: those for
+    annotations only (under TYPE_CHECKING) count too, as a layer names nothing above it."""
     path = MODULES[module]
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_lines(tree)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     out = []
     for node in ast.walk(tree):
-        if getattr(node, "lineno", None) in skip:
-            continue
         if isinstance(node, ast.Import):
             out += [(alias.name, [], node.lineno) for alias in node.names if alias.name.startswith("dedupdb")]
         elif isinstance(node, ast.ImportFrom):

@@ -33,12 +33,14 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
+from dedupdb.config import Settings
 from dedupdb.errors import DatabaseError
 from dedupdb.index.clusters import dense_components
+from dedupdb.index.indexer import Indexer
 from dedupdb.sketch.winnowing import rows_of
 from dedupdb.storage import sketchpack
 from dedupdb.storage.checksums import matches
@@ -46,8 +48,14 @@ from dedupdb.storage.entries import CONTENT_ID_BITS
 from dedupdb.storage.store import Store
 from dedupdb.text.hashing import distinct, distinct_counts, fmix64
 
-if TYPE_CHECKING:
-    from dedupdb.database import Database
+
+class Checked(Protocol):
+    """What the check reads of an open database (database.Database is one): the check sits below the library's
+    front door, which calls it, and so never imports it."""
+
+    store: Store
+    settings: Settings
+    indexer: Indexer
 
 CHECKS = (
     "integrity", "runs", "signatures", "index_rows", "containment_rows", "document_counts", "orphan_contents",
@@ -100,7 +108,7 @@ def unopenable_report(target: Path) -> CheckReport | None:
     return CheckReport(str(target), None, None, None, (_integrity_problem(messages),))
 
 
-def check_database(database: Database) -> CheckReport:
+def check_database(database: Checked) -> CheckReport:
     store = database.store
     problems: list[Problem] = []
     totals: tuple[int, int, int, int] | None = None
@@ -174,7 +182,7 @@ def _check_integrity(store: Store) -> list[Problem]:
     return [_integrity_problem(messages)] if messages else []
 
 
-def _check_signatures(database: Database) -> tuple[list[Problem], frozenset[int], int]:
+def _check_signatures(database: Checked) -> tuple[list[Problem], frozenset[int], int]:
     """(problems, ids of the damaged contents, how many contents have no checksum)."""
     settings = database.settings
     damaged: list[int] = []
@@ -235,7 +243,7 @@ def _digest(entries: np.ndarray) -> np.ndarray:
     return fmix64(entries.astype(np.uint64))
 
 
-def _check_index_rows(database: Database, max_id: int, damaged: frozenset[int]) -> list[Problem]:
+def _check_index_rows(database: Checked, max_id: int, damaged: frozenset[int]) -> list[Problem]:
     store, indexer = database.store, database.indexer
     return _check_rows(
         "index_rows", "index rows", max_id, store.index_entry_chunks(), store.stored_entries,
@@ -243,7 +251,7 @@ def _check_index_rows(database: Database, max_id: int, damaged: frozenset[int]) 
     )
 
 
-def _check_containment_rows(database: Database, max_id: int, damaged: frozenset[int]) -> list[Problem]:
+def _check_containment_rows(database: Checked, max_id: int, damaged: frozenset[int]) -> list[Problem]:
     store = database.store
     return _check_rows(
         "containment_rows", "containment rows", max_id, store.containment_entry_chunks(),
