@@ -63,7 +63,7 @@ class Settings:
     simhash_distance: int = 3       # Hamming distance for SimHash near-duplicates
     simhash_min_features: int = 60  # shorter documents are judged by MinHash only
     sketch_size: int = 1024         # bottom-k shingle hashes kept to verify candidates
-    containment_ngram: int = 4      # tokens per hashed run winnowed for containment (see containment.py)
+    containment_ngram: int = 4      # tokens per hashed run winnowed for containment (see sketch/winnowing.py)
     winnow_window: int = 9          # runs per winnowing window: any shared run of 12 tokens is found
     seed: int = 1
     algorithm: int = ALGORITHM_VERSION

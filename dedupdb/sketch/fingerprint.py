@@ -32,7 +32,7 @@ class Fingerprint:
     minhash: NDArray[np.uint16]   # num_perm values, their low 16 bits (see _kept)
     sketch: NDArray[np.uint32]    # bottom-k distinct shingle hashes, sorted
     simhash: int | None           # None when the text is too short for SimHash to be trustworthy
-    fingerprints: NDArray[np.uint32] | None = None  # winnowed (containment.py); None: stored before they existed
+    fingerprints: NDArray[np.uint32] | None = None  # winnowed (sketch/winnowing.py); None: stored before they existed
 
     @property
     def simhash_signed(self) -> int | None:
@@ -211,7 +211,7 @@ def sketch_texts(settings: Settings, texts: list[str]) -> list[Sketch]:
 
 
 def query_runs(settings: Settings, normalized_text: str) -> np.ndarray:
-    """Every distinct run hash a text's fingerprints are chosen from (containment.py): what a short query looks up."""
+    """Every distinct run hash a text's fingerprints are chosen from (winnowing.py): what a short query looks up."""
     batch = _sketcher(settings).tokenizer.batch([normalized_text])
     return run_hashes(batch, 0, settings.containment_ngram)
 

@@ -23,7 +23,7 @@ from dedupdb.storage.rows import (
 
 
 class ContentTables:
-    """Store's methods (store.py) over the contents table; they run inside its connection and transactions."""
+    """The contents table, as Store's methods (store.py): they run in its connection and transactions."""
 
     # --- contents ------------------------------------------------------------
 

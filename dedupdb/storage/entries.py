@@ -1,6 +1,6 @@
 """The layout of an index entry, defined once: one signed 64-bit integer, (key << CONTENT_ID_BITS) | content id,
 so that the entries of one key sort together and a run of keys is one range of integers. The index rows, the
-containment rows, their block codecs (runs.py, fastdecode.py) and the check all read the layout from here."""
+containment rows, their block codec (blocks.py, fastdecode.py) and the check all read the layout from here."""
 
 from __future__ import annotations
 

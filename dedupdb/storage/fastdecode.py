@@ -1,4 +1,4 @@
-"""Decoding of the store's packed formats compiled with numba: split index blocks (runs.py) and coded sketches
+"""Decoding of the store's packed formats compiled with numba: split index blocks (blocks.py) and coded sketches
 (sketchpack.py), the same numbers their numpy paths give, in one pass over the bytes instead of a dozen array
 operations each. An add onto a large store decodes tens of millions of index entries and hundreds of thousands of
 sketches a minute: the numpy paths took a fifth of the main process's time adding 50,000 texts onto a million,

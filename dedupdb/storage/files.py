@@ -9,7 +9,7 @@ from dedupdb.storage.rows import DocumentRow, FileRow
 
 
 class FileTables:
-    """Store's methods (store.py) over the files and documents tables; they run inside its connection and transactions."""
+    """The files and documents tables, as Store's methods (store.py): they run in its connection and transactions."""
 
     # --- files ---------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from dedupdb.storage.rows import CONTENT_COLUMNS, ContentRow
 
 
 class IntegrityChecks:
-    """Store's methods (store.py) over the istics and the checks the store can make of itself; they run inside its connection and transactions."""
+    """Statistics and the store's checks of itself, as Store's methods (store.py)."""
 
     # --- statistics ----------------------------------------------------------
 

@@ -6,7 +6,7 @@ import time
 
 
 class JournalTables:
-    """Store's methods (store.py) over the cleanup journal; they run inside its connection and transactions."""
+    """The cleanup journal's tables, as Store's methods (store.py): they run in its connection and transactions."""
 
     # --- journal ---------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class MetaTables:
-    """Store's methods (store.py) over the meta and blobs tables; they run inside its connection and transactions."""
+    """The meta and blobs tables, as Store's methods (store.py): they run in its connection and transactions."""
 
     # --- meta and blobs ------------------------------------------------------
 

@@ -9,7 +9,7 @@ from dedupdb.storage.rows import DocumentRow
 
 
 class PairTables:
-    """Store's methods (store.py) over the pairs and their clusters; they run inside its connection and transactions."""
+    """The pairs and clusters tables, as Store's methods (store.py): they run in its connection and transactions."""
 
     # --- pairs ---------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from dedupdb.text.hashing import distinct, distinct_counts, distinct_of_sorted
 
 
 class PostingTables:
-    """Store's methods (store.py) over the x rows and containment rows, kept as sorted runs (runs.py); they run inside its connection and transactions."""
+    """Index and containment rows in their sorted runs (runs.py), as Store's methods (store.py)."""
 
     # --- index rows ----------------------------------------------------------
 
@@ -70,7 +70,7 @@ class PostingTables:
 
     # --- containment rows ------------------------------------------------------
     #
-    # Winnowed fingerprints (containment.py), packed like the index rows: (32-bit hash << 30) | content id, in runs
+    # Winnowed fingerprints (sketch/winnowing.py), packed like the index rows: (32-bit hash << 30) | content id, in runs
     # of their own. They follow from the text alone, so a rebuild of the index keeps them.
 
     def insert_containment(self, content_ids: np.ndarray, keys: np.ndarray) -> None:

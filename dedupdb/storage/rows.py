@@ -30,7 +30,7 @@ class ContentRow:
     simhash: int | None
     cluster: int
     documents: int
-    fingerprints: np.ndarray | None = None  # winnowed (containment.py); None when stored before they existed
+    fingerprints: np.ndarray | None = None  # winnowed (sketch/winnowing.py); None when stored before they existed
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def signature_array(blob: bytes) -> np.ndarray:
 def kept_signature_bytes(fp) -> bytes:
     """What a content keeps of its MinHash signature: nothing when its sketch holds every one of its shingle
     hashes (fewer than sketch_size of them, as almost every text has), since the signature is the MinHash of
-    exactly those and is computed again when needed (index.py); half a kilobyte a text otherwise."""
+    exactly those and is computed again when needed (index/indexer.py); half a kilobyte a text otherwise."""
     if 0 < fp.shingles == len(fp.sketch):
         return b""
     return signature_bytes(fp.minhash)
