@@ -53,3 +53,10 @@ def first_bad_sketch(rows: list[tuple]) -> int | None:
 def matches(stored: int | None, shingles: int, minhash: bytes, sketch: bytes, simhash: int | None,
             fingerprints: bytes | None) -> bool:
     return stored is None or stored == checksum(shingles, minhash, sketch, simhash, fingerprints)
+
+
+def of_columns(parts: dict[str, list]) -> list[int]:
+    """checksum() of many contents from their stored parts, column by column by name (rows.FINGERPRINT_PARTS): the
+    parts it names, as stored."""
+    return [checksum(*values) for values in zip(parts["shingles"], parts["minhash"], parts["sketch"],
+                                                 parts["simhash"], parts["fingerprints"])]

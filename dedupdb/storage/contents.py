@@ -14,11 +14,9 @@ from dedupdb.storage.entries import (
 )
 from dedupdb.storage.rows import (
     CONTENT_COLUMNS,
+    FINGERPRINT_PARTS,
+    PART_NAMES,
     ContentRow,
-    kept_signature_bytes,
-    optional_u32_array,
-    optional_u32_blob,
-    signature_array,
 )
 
 
@@ -55,16 +53,15 @@ class ContentTables:
         if not len(ids) == len(documents) == len(fingerprints):
             raise ValueError(f"{len(fingerprints)} contents given {len(ids)} ids and {len(documents)} counts")
         clusters = clusters or {}
-        sketches = sketchpack.pack([fp.sketch for fp in fingerprints])
-        rows = []
-        for i, fp, held, sketch in zip(ids, fingerprints, documents, sketches):
-            minhash, simhash, kept = kept_signature_bytes(fp), fp.simhash_signed, optional_u32_blob(fp.fingerprints)
-            rows.append((i, fp.content_hash, fp.chars, fp.shingles, minhash, sketch, simhash, clusters.get(i, i), held,
-                         kept, checksums.checksum(fp.shingles, minhash, sketch, simhash, kept)))
+        parts = {part.name: part.stored(fingerprints) for part in FINGERPRINT_PARTS}
+        sums = checksums.of_columns(parts)
+        rows = [
+            (i, fp.content_hash, *values, clusters.get(i, i), held, checksum)
+            for i, fp, held, checksum, *values in zip(ids, fingerprints, documents, sums, *parts.values())
+        ]
+        columns = ", ".join(("id", "hash", *PART_NAMES, "cluster", "documents", "checksum"))
         self.conn.executemany(
-            "INSERT INTO contents (id, hash, chars, shingles, minhash, sketch, simhash, cluster, documents, "
-            "fingerprints, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
+            f"INSERT INTO contents ({columns}) VALUES ({marks(len(PART_NAMES) + 5)})", rows
         )
         return ids
 
@@ -93,13 +90,19 @@ class ContentTables:
 
     def _content_rows(self, rows: list[tuple]) -> dict[int, ContentRow]:
         """ContentRows of rows of CONTENT_COLUMNS, their checksums verified."""
-        for r in rows:
-            if not checksums.matches(r[9], r[2], r[3], r[4], r[5], r[8]):
+        width = len(PART_NAMES)
+        stored = {name: [r[i] for r in rows] for i, name in enumerate(PART_NAMES, 1)}
+        for r, expected in zip(rows, checksums.of_columns(stored)):
+            if r[width + 3] is not None and r[width + 3] != expected:
                 raise self._damaged_content(r[0])
-        sketches = self._unpacked([r[4] for r in rows])
+        try:
+            parts = [part.read(stored[part.name]) for part in FINGERPRINT_PARTS]
+        except ValueError:
+            raise self._damaged_sketch() from None
         return {
-            r[0]: ContentRow(r[0], r[1], r[2], signature_array(r[3]), sketch, r[5], r[6], r[7], optional_u32_array(r[8]))
-            for r, sketch in zip(rows, sketches)
+            r[0]: ContentRow(id=r[0], cluster=r[width + 1], documents=r[width + 2],
+                             **{name: column[n] for name, column in zip(PART_NAMES, parts)})
+            for n, r in enumerate(rows)
         }
 
     def _unpacked(self, blobs: list[bytes]) -> list[np.ndarray]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from dedupdb.storage import sketchpack
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,38 @@ def signature_bytes(values: np.ndarray) -> bytes:
     return values.astype("<u2").tobytes()
 
 
-# The columns ContentRow is read from (Store._content_rows), the checksum last.
-CONTENT_COLUMNS = "id, chars, shingles, minhash, sketch, simhash, cluster, documents, fingerprints, checksum"
+@dataclass(frozen=True)
+class FingerprintPart:
+    """One part of what a content's fingerprint holds, as the contents table keeps it. Its name is the column, the
+    attribute of sketch/fingerprint.py's Fingerprint it is stored from and the ContentRow field it is read into;
+    both ways work on a batch, as sketches are coded together (sketchpack.py)."""
+
+    name: str
+    stored: Callable[[list], list]  # Fingerprints -> their column values
+    read: Callable[[list], list]    # column values -> ContentRow values (ValueError: damaged bytes)
+
+
+def _attribute(name: str) -> Callable[[list], list]:
+    return lambda fingerprints: [getattr(fp, name) for fp in fingerprints]
+
+
+# What a content's fingerprint holds: the one place that says it. A new kind is a Fingerprint attribute computed
+# in sketch/, a ContentRow field and a part here, and a migration adding its column (NULL for texts stored
+# before); checksums.py covers the parts its checksum names.
+FINGERPRINT_PARTS: tuple[FingerprintPart, ...] = (
+    FingerprintPart("chars", _attribute("chars"), list),
+    FingerprintPart("shingles", _attribute("shingles"), list),
+    FingerprintPart("minhash", lambda fps: [kept_signature_bytes(fp) for fp in fps],
+                    lambda blobs: [signature_array(b) for b in blobs]),
+    FingerprintPart("sketch", lambda fps: sketchpack.pack([fp.sketch for fp in fps]), sketchpack.unpack_each),
+    FingerprintPart("simhash", _attribute("simhash_signed"), list),
+    FingerprintPart("fingerprints", lambda fps: [optional_u32_blob(fp.fingerprints) for fp in fps],
+                    lambda blobs: [optional_u32_array(b) for b in blobs]),
+)
+PART_NAMES = tuple(part.name for part in FINGERPRINT_PARTS)
+
+# The columns ContentRow is read from (Store._content_rows): the id, the parts, the cluster and count, the checksum.
+CONTENT_COLUMNS = ", ".join(("id", *PART_NAMES, "cluster", "documents", "checksum"))
 
 
 def optional_u32_array(blob: bytes | None) -> np.ndarray | None:
