@@ -615,13 +615,6 @@ def import_(
         )
 
 
-class KeepRule(str, Enum):
-    first = "first"
-    last = "last"
-    longest = "longest"
-    shortest = "shortest"
-
-
 class ExportFormat(str, Enum):
     jsonl = "jsonl"
     csv = "csv"

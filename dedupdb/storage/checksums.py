@@ -35,14 +35,9 @@ def checksum(shingles: int, minhash: bytes, sketch: bytes, simhash: int | None, 
     return value - (1 << 64) if value >> 63 else value
 
 
-def sketch_matches(stored: int | None, sketch: bytes, simhash: int | None) -> bool:
-    """Whether a stored checksum's low half fits a sketch read with its SimHash (no checksum: nothing to tell)."""
-    return stored is None or stored & _HALF == sketch_half(sketch, simhash)
-
-
 def first_bad_sketch(rows: list[tuple]) -> int | None:
     """The id of the first of rows (id, sketch, simhash, checksum) whose sketch and SimHash do not fit its checksum's
-    low half, or None: sketch_matches inlined, as verifying a batch onto a large store reads hundreds of thousands."""
+    low half, or None: one loop over them, as verifying a batch onto a large store reads hundreds of thousands."""
     for content_id, sketch, simhash, stored in rows:
         if stored is not None and stored & _HALF != xxh3_64_intdigest(
                 sketch, _NO_SIMHASH if simhash is None else simhash & _U64) & _HALF:

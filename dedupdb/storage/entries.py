@@ -16,11 +16,3 @@ INDEX_FAMILY, CONTAINMENT_FAMILY = 0, 1  # the two families of runs (runs.py) th
 def packed(content_ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """The entries of (content id, key) pairs."""
     return (np.asarray(keys, dtype=np.uint64).astype(np.int64) << CONTENT_ID_BITS) | np.asarray(content_ids, np.int64)
-
-
-def keys_of(entries: np.ndarray) -> np.ndarray:
-    return entries >> CONTENT_ID_BITS
-
-
-def content_ids_of(entries: np.ndarray) -> np.ndarray:
-    return entries & CONTENT_ID_MASK
