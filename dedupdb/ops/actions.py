@@ -48,6 +48,7 @@ class Entry:
     mtime_ns: int
     digest: str
     status: str                  # 'done', or 'planned' when interrupted before the journal said done
+    target: Path | None = None   # the folder the batch moved files into (move)
 
 
 class _Handler:
@@ -82,6 +83,13 @@ class _Move(_Handler):
         return destination
 
     def undo(self, entry: Entry, lookup: TrashLookup) -> str | None:
+        result = self._move_back(entry)
+        if result in (None, CHANGED) and entry.destination is not None and entry.target is not None:
+            _remove_empty_folders(entry.destination.parent, entry.target)
+        return result
+
+    @staticmethod
+    def _move_back(entry: Entry) -> str | None:
         source, destination = entry.source, entry.destination
         if source.exists():
             if destination is None or not destination.exists():
@@ -96,6 +104,19 @@ class _Move(_Handler):
         safe_move(destination, source)
         os.utime(source, ns=(entry.mtime_ns, entry.mtime_ns))
         return CHANGED if edited else None
+
+
+def _remove_empty_folders(folder: Path, top: Path) -> None:
+    """Remove folder and its parents up to top, top included, while they are empty: what a move made to mirror
+    the original layout. A folder holding anything stays."""
+    while folder == top or folder.is_relative_to(top):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        if folder == top:
+            return
+        folder = folder.parent
 
 
 class _Trash(_Handler):

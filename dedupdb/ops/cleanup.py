@@ -407,7 +407,8 @@ def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
         away = Path(destination) if destination else None
         try:
             discard_partial(Path(source))  # a copy back that an earlier undo did not finish
-            message = action.handler.undo(Entry(Path(source), away, mtime_ns, digest, status), lookup)
+            entry = Entry(Path(source), away, mtime_ns, digest, status, Path(target) if target else None)
+            message = action.handler.undo(entry, lookup)
         except OSError as exc:
             message = exc.strerror or str(exc)
         with db.store.transaction():
@@ -419,8 +420,6 @@ def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
             outcome.restored.append(source)
             if message == CHANGED:
                 outcome.changed.append(source)
-            if action is Action.move and away is not None and target:
-                _remove_empty_folders(away.parent, Path(target))
         elif not message.startswith(NEVER):
             outcome.cannot.append((source, message))
     # Index again every file of the batch that is back, also those an interrupted undo put back before: the
@@ -431,16 +430,3 @@ def undo(db: Database, batch_id: int | None = None) -> UndoOutcome:
     with db.store.transaction():
         db.store.mark_batch_undone(batch_id)
     return outcome
-
-
-def _remove_empty_folders(folder: Path, top: Path) -> None:
-    """Remove folder and its parents up to top, top included, while they are empty: what a move made to mirror
-    the original layout. A folder holding anything stays."""
-    while folder == top or folder.is_relative_to(top):
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        if folder == top:
-            return
-        folder = folder.parent
