@@ -64,6 +64,8 @@ def add_targets(paths: list[str | Path], records: RecordOptions | None) -> list[
             raise InputError(f"no such file or folder: {readable_name(path)}")
         targets.append(path)
     return targets
+
+
 # An add of at least this many bytes starts its workers at once; a smaller one sketches its first batch here and
 # starts them only if there is a second (a few files are done before workers would have started).
 POOL_AT_ONCE_BYTES = 8 * 1024 * 1024
