@@ -236,6 +236,7 @@ class Database:
         max_record_size: int | str | None = None,
         only: tuple[str, ...] = (),
         follow_symlinks: bool = False,
+        extract_timeout: float | None = None,
     ) -> AddSummary:
         """Index files and folders incrementally; returns what was added, updated, skipped and missing.
 
@@ -247,7 +248,12 @@ class Database:
         document per record, keyed 'path#id'; the path '-' reads records from stdin (or the given stream).
         workers: processes that sketch texts beside this one (default: one per further core; 0: none).
         max_file_size: a larger file is reported as failed, not read (default 64 MiB); max_record_size: a longer
-        record is reported as a bad record (default 16 MiB). Bytes, or a size such as '200K', '64M', '1G'."""
+        record is reported as a bad record (default 16 MiB). Bytes, or a size such as '200K', '64M', '1G'.
+
+        Documents (PDF, DOCX, ODT, EPUB, RTF) are read as their text; one that is locked, damaged, has no text
+        layer or takes longer than extract_timeout seconds (default 60) to read is reported as failed. Mail
+        (.eml, mbox, Maildir) holds one document per message, keyed 'path#MESSAGE-ID', and one per readable
+        attachment, keyed 'path#MESSAGE-ID/NAME'."""
         if not paths:
             raise InputError("nothing to add: give at least one file or folder")
         self._require_current()
@@ -255,7 +261,7 @@ class Database:
         from dedupdb.ingest.sources import WalkRules
 
         targets = add_targets(paths, records)
-        ingest = Ingest(self.store, self.indexer, workers, max_file_size, max_record_size)
+        ingest = Ingest(self.store, self.indexer, workers, max_file_size, max_record_size, extract_timeout)
         rules = WalkRules(tuple(include), tuple(only), follow_symlinks)
         return ingest.run(targets, rules, tuple(exclude), progress, records, stdin)
 
@@ -344,6 +350,13 @@ class Database:
         hits.sort(key=lambda h: (not h.exact, -(h.jaccard if h.containment is None else h.containment), -h.jaccard,
                                  h.hamming if h.hamming is not None else 65, h.key))
         return hits[:top] if top else hits
+
+    def parts_in_groups(self) -> list[tuple[str, str]]:
+        """(key, file path) of the grouped documents that are parts of a file (a message in a mail file, an
+        attachment, a record): a cleanup acts on whole files only and passes these over."""
+        listing = self.store.duplicate_clusters()
+        docs = self.store.cluster_documents([c for c, _, _ in listing])
+        return sorted((d.key, d.path) for d in docs if d.record is not None)
 
     def clusters(
         self,
@@ -440,7 +453,7 @@ class Database:
             raise InputError(f"{key} cannot be read back from its source (changed or gone since it was indexed)")
         path = Path(key_or_path).expanduser()
         if path.is_file():
-            from dedupdb.ingest.sources import decode_file
+            from dedupdb.ingest.readers import decode_file
 
             return str(path), decode_file(path)
         raise InputError(f"{key_or_path} is neither a stored document nor a file")

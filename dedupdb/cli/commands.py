@@ -275,6 +275,11 @@ def add(
         help=f"Longer records are reported as bad records \\[default: {size_text(MAX_RECORD_BYTES)}].",
         show_default=False,
     ),
+    extract_timeout: Optional[float] = typer.Option(
+        None, "--extract-timeout", metavar="SECONDS", min=0.001,
+        help="A document (PDF, DOCX...) that takes longer to read is reported as failed \\[default: 60].",
+        show_default=False,
+    ),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Summary format."),
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="List skipped files with their reasons, and files read with a warning."
@@ -286,11 +291,14 @@ def add(
 ) -> None:
     """Index files and folders incrementally: unchanged files are skipped, changed ones re-indexed.
 
-    In folders, dedupdb reads files of a text type (.txt .md .html .json .csv ... see the README) and files of
-    any other type or none (README, LICENSE) whose first 8 KiB read as text; known binary types (.jpg .pdf .zip
-    ...) are skipped unread. --include adds files to that choice, --only replaces it, --exclude takes files out.
+    In folders, dedupdb reads files of a text type (.txt .md .html .json .csv ... see the README), documents
+    (.pdf .docx .odt .epub .rtf) as their text, mail, and files of any other type or none (README, LICENSE)
+    whose first 8 KiB read as text; known binary types (.jpg .zip ...) are skipped unread. --include adds files
+    to that choice, --only replaces it, --exclude takes files out.
 
     Record files (JSONL, CSV, one text per line) hold one document per record, keyed FILE#ID or FILE#LINE.
+    Mail (.eml, mbox, Maildir) holds one document per message, keyed FILE#MESSAGE-ID, and one per readable
+    attachment, keyed FILE#MESSAGE-ID/NAME.
 
     Exit status 23 when some files could not be read (they are listed, and counted as failed); files skipped
     by rule (binary, hidden, of another type) do not count."""
@@ -311,7 +319,7 @@ def add(
         with render.progress_bar("Indexing", in_bytes=True) as progress:
             summary = database.add(
                 paths, tuple(include), tuple(exclude), progress, options, workers=workers, only=tuple(only),
-                follow_symlinks=follow_symlinks, **limits,
+                follow_symlinks=follow_symlinks, extract_timeout=extract_timeout, **limits,
             )
     if fmt is ListFormat.json:
         render.write_json(render.add_summary_json(summary))
@@ -456,7 +464,7 @@ def query(
     if file is not None and text is not None:
         raise DedupError("give either TEXT or --file, not both")
     if file is not None:
-        from dedupdb.ingest.sources import decode_file
+        from dedupdb.ingest.readers import decode_file
 
         content = decode_file(file)
     elif text == "-":

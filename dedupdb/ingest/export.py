@@ -14,7 +14,10 @@ from pathlib import Path
 
 from dedupdb.errors import InputError, ReadError
 from dedupdb.index.grouping import KEEP_RULES
+from dedupdb.config import MAX_FILE_BYTES
+from dedupdb.ingest.mail import MessageKeys, messages_of, parse_message
 from dedupdb.ingest.records import (
+    MAIL_FORMATS,
     Record,
     RecordOptions,
     compression_of,
@@ -22,7 +25,8 @@ from dedupdb.ingest.records import (
     read_records,
     sniff_encoding,
 )
-from dedupdb.ingest.sources import file_text, read_bytes
+from dedupdb.ingest.readers import file_text
+from dedupdb.ingest.sources import read_bytes
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,7 @@ class ExportedRecord:
     key: str
     text: str
     raw: str          # the record as it stands in its source (the whole text for a file)
-    source: str       # "file", or the record format: "jsonl", "csv", "lines"
+    source: str       # "file", "mail", or the record format: "jsonl", "csv", "lines"
 
 
 def dropped_keys(clusters) -> set[str]:
@@ -79,6 +83,10 @@ def export_records(
             continue
         options = RecordOptions.from_json(row.options)
         stored = db.store.keys_of_file(row.id)
+        if options.format in MAIL_FORMATS:
+            wanted = {k for k in stored if k not in drop and (only is None or k in only)}
+            yield from _mail_parts(row.path, options.format, wanted)
+            continue
         emitted: set[str] = set()
         with open_record_file(path) as stream:
             encoding = sniff_encoding(stream.read(64 * 1024))
@@ -89,3 +97,20 @@ def export_records(
                 if key in stored and key not in drop and (only is None or key in only) and key not in emitted:
                     emitted.add(key)  # a repeated id was stored once, from its first record
                     yield ExportedRecord(key, item.text, item.raw, options.format)
+
+
+def _mail_parts(path: str, fmt: str, wanted: set[str]) -> Iterator[ExportedRecord]:
+    """The messages and attachments of a mail file whose keys are wanted, keyed as the add keyed them."""
+    if not wanted:
+        return
+    seen: set[str] = set()
+    keys = MessageKeys(path, seen.__contains__)
+    with open(path, "rb") as stream:
+        for message in messages_of(stream, fmt, 0, 0, None, MAX_FILE_BYTES):
+            parsed = parse_message(message.data, MAX_FILE_BYTES)
+            own_key, own_id = keys.message(parsed.message_id, message.position)
+            seen.add(own_key)
+            for part in parsed.parts:
+                key = own_key if part.name is None else MessageKeys.attachment(own_key, own_id, part.name)[0]
+                if key in wanted and part.text is not None:
+                    yield ExportedRecord(key, part.text, part.text, "mail")

@@ -37,7 +37,10 @@ from dedupdb.ingest.records import (
     read_records,
     sniff_encoding,
 )
-from dedupdb.ingest.sources import Candidate, Skipped, WalkRules, file_decoded, read_bytes, readable_name, walk
+from dedupdb.ingest.documents import EXTRACT_SECONDS
+from dedupdb.ingest.mail import MAIL_FORMATS, MessageKeys, mail_format, messages_of, parse_message
+from dedupdb.ingest.readers import file_decoded
+from dedupdb.ingest.sources import Candidate, Skipped, WalkRules, read_bytes, readable_name, walk
 from dedupdb.ingest.summary import STDIN_NAME, AddSummary, Progress
 from dedupdb.ingest.workers import PendingWork, Work, WorkPool, default_workers
 from dedupdb.sketch.fingerprint import Sketch, load_compiled, sketch_texts
@@ -94,21 +97,22 @@ class FileRead:
     warning: str | None = None       # read, but with a caveat (undecodable bytes replaced)
 
 
-def read_files(settings: Settings, jobs: list[tuple[str, str | None, int]]) -> list[FileRead]:
-    """Read, decode, normalize and sketch files given as (path, digest indexed before or None, size limit).
+def read_files(settings: Settings, jobs: list[tuple[str, str | None, int, float]]) -> list[FileRead]:
+    """Read, decode (or extract, for a document), normalize and sketch files given as (path, digest indexed
+    before or None, size limit, seconds a document may take).
 
-    The size limit travels with each job: workers are forked once, so a limit set later in the parent would
-    not reach them through a module global."""
+    The limits travel with each job: workers are forked once, so a limit set later in the parent would not
+    reach them through a module global."""
     out: list[FileRead] = []
     texts: dict[bytes, str] = {}
-    for path, known_digest, max_bytes in jobs:
+    for path, known_digest, max_bytes, seconds in jobs:
         try:
             data = read_bytes(Path(path), max_bytes)
             digest = bytes_hash(data)
             if digest == known_digest:
                 out.append(FileRead(digest, unchanged=True))
                 continue
-            decoded = file_decoded(Path(path), data)
+            decoded = file_decoded(Path(path), data, max_bytes, seconds)
             raw = decoded.text
             text = normalize(raw)
         except ReadError as exc:
@@ -134,6 +138,38 @@ def sketch_records(settings: Settings, raws: list[str]) -> list[tuple[bytes | No
     return [(h, sketches.pop(h, None), snippet(raw)) if h is not None else (None, None, "") for h, raw in zip(hashes, raws)]
 
 
+@dataclass
+class MessageRead:
+    """What parsing one message gave: its id, and for its own text and each readable attachment (name None for
+    the message itself) the content hash, sketch, snippet and size of the text, or why it could not be read."""
+
+    message_id: str | None
+    parts: list[tuple[str | None, bytes | None, str, int, str | None]]
+
+
+def read_messages(
+    settings: Settings, jobs: list[tuple[bytes | None, int, float]]
+) -> tuple[list[MessageRead], list[Sketch]]:
+    """Parse, normalize and sketch messages given as (raw bytes or None when too long, size limit, seconds an
+    attachment may take); each distinct text is sketched once."""
+    out: list[MessageRead] = []
+    texts: dict[bytes, str] = {}
+    for data, max_bytes, seconds in jobs:
+        parsed = parse_message(data, max_bytes, seconds)
+        parts = []
+        for part in parsed.parts:
+            if part.error is not None:
+                parts.append((part.name, None, "", 0, part.error))
+                continue
+            text = normalize(part.text or "")
+            text_hash = content_hash(text) if text else None
+            if text_hash is not None:
+                texts.setdefault(text_hash, text)
+            parts.append((part.name, text_hash, snippet(part.text or ""), len((part.text or "").encode("utf-8")), None))
+        out.append(MessageRead(parsed.message_id, parts))
+    return out, sketch_texts(settings, list(texts.values()))
+
+
 def _sketches_of(results: list[Sketch | None]) -> dict[bytes, Sketch]:
     return {s.content_hash: s for s in results if s is not None}
 
@@ -146,10 +182,15 @@ class Ingest:
         workers: int | None = None,
         max_file_bytes: int | str | None = None,
         max_record_bytes: int | str | None = None,
+        extract_seconds: float | None = None,
     ) -> None:
         """max_file_bytes: larger files are reported as failed (default config.MAX_FILE_BYTES, 64 MiB);
         max_record_bytes: longer records are reported as bad (default records.MAX_RECORD_BYTES, 16 MiB). Both
-        take bytes or a size such as '200K', '64M', '1G'."""
+        take bytes or a size such as '200K', '64M', '1G'. extract_seconds: a document (or a message's
+        attachment) that takes longer to read is reported as failed (default 60)."""
+        if extract_seconds is not None and not extract_seconds > 0:
+            raise InputError(f"the extraction time limit must be a number of seconds above 0, got {extract_seconds!r}")
+        self.extract_seconds = EXTRACT_SECONDS if extract_seconds is None else float(extract_seconds)
         self.max_file_bytes = MAX_FILE_BYTES if max_file_bytes is None else parse_size(max_file_bytes, "max_file_size")
         self.max_record_bytes = None if max_record_bytes is None else parse_size(max_record_bytes, "max_record_size")
         self.store = store
@@ -235,7 +276,7 @@ class Ingest:
                 if any(str(p) == STDIN for p in paths):
                     self._ingest_stdin(stdin, self._with_limit(records.resolved(records.format)))
                 for candidate in found:
-                    options = self._record_options(candidate, records)
+                    options = self._record_options(candidate, records) or self._mail_options(candidate)
                     if options:
                         self._flush()
                         self._ingest_record_file(candidate, options)
@@ -281,6 +322,11 @@ class Ingest:
             return self._with_limit(RecordOptions.from_json(known.options))
         return None
 
+    def _mail_options(self, candidate: Candidate) -> RecordOptions | None:
+        """A mailbox or a saved message is read message by message, as a record file is read record by record."""
+        fmt = mail_format(candidate.path)
+        return RecordOptions(fmt) if fmt else None
+
     def _with_limit(self, options: RecordOptions) -> RecordOptions:
         """The record limit asked for in this add, if one was; it is part of how the file is read, so a file read
         before with another limit is read again."""
@@ -301,7 +347,7 @@ class Ingest:
         if not self._pending:
             return
         batch, self._pending = self._pending, []
-        jobs = [(str(i.candidate.path), i.known_digest, self.max_file_bytes) for i in batch]
+        jobs = [(str(i.candidate.path), i.known_digest, self.max_file_bytes, self.extract_seconds) for i in batch]
         self.submit(read_files, jobs, lambda reads: self._apply(batch, reads))
 
     def _apply(self, batch: list[_Pending], reads: list[FileRead]) -> None:
@@ -394,6 +440,8 @@ class Ingest:
             may_go_on = same_reading and known.mtime_ns == 0  # an interrupted read
         else:
             may_go_on = same_reading and candidate.size >= known.size
+        mail = options.format in MAIL_FORMATS
+        may_go_on = may_go_on and options.format != "message"  # one message: read again whole when it changed
         try:
             with open_record_file(candidate.path) as stream:
                 hasher = xxhash.xxh3_128()
@@ -411,7 +459,8 @@ class Ingest:
                         return
                 else:
                     hasher = xxhash.xxh3_128()
-                read = _RecordRead(self, path, candidate.mtime_ns, options, replace=live and start == (0, 0))
+                reader = _MailRead if mail else _RecordRead
+                read = reader(self, path, candidate.mtime_ns, options, replace=live and start == (0, 0))
                 read.watched, read.found = True, known
                 read.digest_suffix = size_tag
                 read.run(stream, start, hasher, None if compressed else candidate.size)
@@ -546,6 +595,75 @@ class _RecordRead:
             sketches = _sketches_of([sketch for _, sketch, _ in results])
             self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
             self.ingest.summary.records += len(documents)
+            if self.watched:
+                self.found = store.file_by_path(self.path)
+
+
+class _MailRead(_RecordRead):
+    """Streams a mailbox (or a file holding one message) into the store in batches of messages, each message
+    a document keyed FILE#MESSAGE-ID, each readable attachment one keyed FILE#MESSAGE-ID/NAME. The file row
+    counts the messages read in place of lines, so a grown mailbox is read from its first new message on."""
+
+    def run(self, stream: BinaryIO, start: tuple[int, int], hasher, size: int | None) -> None:
+        ingest = self.ingest
+        batch: list = []
+        offset, position = start
+        for message in messages_of(stream, self.options.format, start[0], start[1], hasher, ingest.max_file_bytes):
+            offset, position = message.end_offset, message.position
+            batch.append(message)
+            if len(batch) >= max(1, ingest.batch_size() // 8):  # a message can be long, and brings attachments
+                self._flush(batch, offset, position, hasher.hexdigest(), done=False)
+                batch = []
+                if self.left:
+                    return
+        self._flush(batch, offset, position, hasher.hexdigest(), done=True)
+        ingest.summary.bytes_read += offset - start[0]
+
+    def _flush(self, batch, offset: int, line: int, digest: str, done: bool) -> None:
+        ingest = self.ingest
+        jobs = [(m.data, ingest.max_file_bytes, ingest.extract_seconds) for m in batch]
+        self.ingest.submit(
+            read_messages, jobs, lambda results: self._apply(batch, results, offset, line, digest, done)
+        )
+        self.ingest.report_progress(offset)
+
+    def _apply(self, batch, results, offset: int, line: int, digest: str, done: bool) -> None:
+        store, summary = self.ingest.store, self.ingest.summary
+        reads, sketch_list = results
+        if self.left:
+            return
+        with store.transaction():
+            if self.watched and store.file_by_path(self.path) != self.found:
+                self.left = True
+                return
+            ids = store.save_files(
+                [(self.path, offset, self.mtime_ns if done else 0, digest, "indexed", "records", line,
+                  self.options.to_json())]
+            )
+            file_id = ids[self.path]
+            if self.replace:
+                self.ingest.indexer.remove_documents(store.documents_of_file(file_id))
+                self.replace = False
+            wanted = [f"{self.path}#{r.message_id}" for r in reads if r.message_id is not None]
+            taken = store.existing_keys(wanted)
+            keys = MessageKeys(self.path, taken.__contains__)
+            documents = []
+            for message, read in zip(batch, reads):
+                own_key, own_id = keys.message(read.message_id, message.position)
+                taken.add(own_key)
+                for name, text_hash, text_snippet, size, error in read.parts:
+                    if name is None:
+                        key, record_id = own_key, own_id
+                    else:
+                        key, record_id = MessageKeys.attachment(own_key, own_id, name)
+                    if error is not None:
+                        summary.failed.append((key, error))
+                    elif text_hash is not None:
+                        documents.append(NewDocument(key, file_id, record_id, text_hash, size, self.mtime_ns,
+                                                     text_snippet))
+            sketches = {s.content_hash: s for s in sketch_list}
+            summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
+            summary.records += len(documents)
             if self.watched:
                 self.found = store.file_by_path(self.path)
 

@@ -24,6 +24,9 @@ from dedupdb.errors import InputError
 from dedupdb.ingest.sources import decode, valid_utf8
 
 FORMATS = ("jsonl", "csv", "lines")
+# Mail files are read message by message as record files are read record by record (ingest/mail.py); these
+# formats are chosen by the file, never asked for.
+MAIL_FORMATS = ("mbox", "message")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv"}
 _SAMPLE_BYTES = 64 * 1024
 # Compressed record files are read through these (streamed, never decompressed whole); the record format is
@@ -46,7 +49,7 @@ class RecordOptions:
     max_record_bytes: int | None = None
 
     def __post_init__(self) -> None:
-        if self.format not in ("auto", *FORMATS):
+        if self.format not in ("auto", *FORMATS, *MAIL_FORMATS):
             raise InputError(f"unknown record format {self.format!r}; use one of auto, {', '.join(FORMATS)}")
         limit = self.max_record_bytes
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):

@@ -25,13 +25,16 @@ BINARY_SUFFIXES = frozenset(
     .mp4 .m4v .mkv .mov .avi .wmv .flv .webm .mpg .mpeg .3gp
     .zip .tar .tgz .tbz2 .txz .7z .rar .lz .lz4 .lzma .z .cab .arj .jar .war .ear .apk .ipa .aar .deb .rpm .dmg
     .iso .img .whl .egg .msi .pkg .snap .crx .xpi
-    .pdf .doc .docx .xls .xlsx .ppt .pptx .odt .ods .odp .odg .pages .numbers .key .epub .mobi .azw .azw3 .djvu
+    .doc .xls .xlsx .ppt .pptx .ods .odp .odg .pages .numbers .key .mobi .azw .azw3 .djvu
     .exe .dll .so .dylib .o .obj .a .lib .ko .bin .elf .class .pyc .pyo .pyd .wasm .beam .dex
     .ttf .otf .woff .woff2 .eot
     .sqlite .sqlite3 .db .mdb .accdb .dbf .parquet .feather .arrow .avro .orc .npy .npz .pkl .pickle .h5 .hdf5
     .mat .pt .pth .onnx .safetensors .ckpt .tflite .gguf
     .swf .blend .fbx .glb .stl .3ds .dwg""".split()
 )
+# Read by their own readers (ingest/documents.py, ingest/mail.py) as the text a person sees.
+DOCUMENT_SUFFIXES = frozenset({".pdf", ".docx", ".odt", ".epub", ".rtf"})
+MAIL_SUFFIXES = frozenset({".eml", ".mbox", ".mbx"})
 HTML_SUFFIXES = frozenset({".html", ".htm"})
 # A text file compressed ('corpus.jsonl.gz') is found by the walk too; only record files are read compressed.
 COMPRESSED_SUFFIXES = frozenset({".gz", ".bz2", ".xz", ".zst"})
@@ -82,7 +85,7 @@ def _wanted_by_name(path: Path, rules: WalkRules) -> bool | None:
     suffix = path.suffix.lower()
     if suffix in COMPRESSED_SUFFIXES:
         return path.with_suffix("").suffix.lower() in TEXT_SUFFIXES
-    if suffix in TEXT_SUFFIXES:
+    if suffix in TEXT_SUFFIXES or suffix in DOCUMENT_SUFFIXES or suffix in MAIL_SUFFIXES:
         return True
     if suffix in BINARY_SUFFIXES:
         return False
@@ -445,24 +448,13 @@ def html_to_text(markup: str) -> str:
     return "".join(parser.parts)
 
 
-def file_text(path: Path, data: bytes) -> str:
-    """Decoded text of a file; HTML reduced to its visible text."""
-    return file_decoded(path, data).text
-
-
-def file_decoded(path: Path, data: bytes) -> Decoded:
-    """A file decoded as file_text does it, with the encoding and the count of bytes replaced."""
+def plain_decoded(path: Path, data: bytes) -> Decoded:
+    """A text file decoded; HTML reduced to its visible text (documents and mail have readers of their own:
+    ingest/readers.py chooses)."""
     decoded = decode_bytes(data, str(path))
     if path.suffix.lower() in HTML_SUFFIXES:
         decoded = Decoded(html_to_text(decoded.text), decoded.encoding, decoded.replaced)
     return decoded
-
-
-def decode_file(path: Path) -> str:
-    """A single file's text, for a query: read, decoded and (for HTML) reduced to visible text."""
-    if not path.is_file():
-        raise ReadError(str(path), "no such file")
-    return file_text(path, read_bytes(path))
 
 
 def file_identity(path: str) -> tuple[int, int] | None:

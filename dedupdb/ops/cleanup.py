@@ -14,6 +14,7 @@ record files are never cleaned: 'export --unique' serves them.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from dedupdb.errors import InputError
 from dedupdb.index.grouping import DEFAULT_KEEP
 from dedupdb.index.grouping import under as _under
 from dedupdb.ops.actions import CHANGED, NEVER, Action, Entry, NotIdentical, holds
+from dedupdb.ingest.records import MAIL_FORMATS
 from dedupdb.ops.fileops import discard_partial
 from dedupdb.ops.trash import TrashLookup
 
@@ -136,6 +138,8 @@ def make_plan(
         if not groups:
             raise InputError(f"no duplicate cluster {cluster}; 'dedupdb report' lists them")
     plan = Plan(action, str(to.expanduser().resolve()) if to else None, keep, str(db.path.resolve()))
+    if cluster is None:
+        plan.passed_over += [(key, _PART_OF_A_FILE) for key, path in db.parts_in_groups() if _is_mail(db, path)]
     threshold = db.settings.threshold
     for group in groups:
         keeper = group.representative
@@ -198,6 +202,21 @@ class _Stored:
     content_id: int
 
 
+_PART_OF_A_FILE = "a message in a mail file (or its attachment): only whole files are cleaned"
+
+
+def _is_mail(db: Database, path: str) -> bool:
+    row = db.store.file_by_path(path)
+    return row is not None and _not_whole(row.options) == _PART_OF_A_FILE
+
+
+def _not_whole(options: str | None) -> str:
+    """Why the documents of a file that holds several (or a part of one) are never acted on."""
+    if options and json.loads(options).get("format") in MAIL_FORMATS:
+        return _PART_OF_A_FILE
+    return "a record file: its records are never cleaned"
+
+
 class _Checker:
     """Checks each step of a plan against the database at the moment of acting, whatever the plan file says:
     a plan is meant to be reviewed and edited, so it is a request, not an authority."""
@@ -219,7 +238,7 @@ class _Checker:
             if row is None or row.status != "indexed" or not documents:
                 self._stored[path] = "not a file in the database"
             elif row.kind != "file" or len(documents) != 1:
-                self._stored[path] = "a record file: its records are never cleaned"
+                self._stored[path] = _not_whole(row.options)
             else:
                 self._stored[path] = _Stored(FileState(row.path, row.size, row.mtime_ns, row.digest), documents[0][1])
         return self._stored[path]
