@@ -49,7 +49,7 @@ _FORWARD_MARK = re.compile(
 )
 _HEADER_LINE = re.compile(r"^\s*\**(?:from|date|sent|to|cc|subject|reply-to|发件人|收件人|日期|时间|主题|抄送)\**\s*[:：]",
                           re.I)
-_QUOTE = re.compile(r"^(?:\s?>)+ ?", re.M)
+_QUOTE = re.compile(r"^(?:[ \t]?>)+[ \t]?", re.M)
 _FOOTER_RULE = re.compile(r"^_{20,}\s*$")
 _FOOTER_LINES = 12  # a list footer under its rule of underscores is a few lines at the end of a body
 

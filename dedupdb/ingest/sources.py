@@ -146,7 +146,7 @@ def walk(root: Path, rules: WalkRules = WalkRules(), exclude: tuple[str, ...] = 
                 yield Skipped(path, "name is not valid UTF-8")
             elif not follow and path.is_symlink():
                 yield Skipped(path, "symbolic link")
-            elif name.startswith("."):
+            elif name.startswith(".") and not _maildir_folder(path):
                 yield Skipped(path, "hidden folder")
             elif _matches(path, exclude):
                 yield Skipped(path, "excluded")
@@ -164,6 +164,11 @@ def walk(root: Path, rules: WalkRules = WalkRules(), exclude: tuple[str, ...] = 
         subdirs[:] = kept
         for name in sorted(files):
             yield from _consider(base / name, rules, exclude, explicit=False)
+
+
+def _maildir_folder(path: Path) -> bool:
+    """A Maildir++ folder ('.Sent', '.Archive'): hidden by its name, but mail the user keeps."""
+    return (path / "cur").is_dir() and (path.parent / "cur").is_dir()
 
 
 def valid_utf8(text: str) -> bool:
