@@ -12,7 +12,8 @@ import email.policy
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from email.message import EmailMessage
+from email.header import decode_header, make_header
+from email.message import Message
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
@@ -170,7 +171,9 @@ def parse_message(data: bytes | None, max_bytes: int, seconds: float = EXTRACT_S
     if data is None:
         return ParsedMessage(None, [Part(None, error=too_large(max_bytes))])
     try:
-        message = email.message_from_bytes(data, policy=email.policy.default)
+        # compat32: the modern policy parses every header into objects, ten times the cost, for headers that are
+        # not read; the few read here are decoded by hand.
+        message = email.message_from_bytes(data, policy=email.policy.compat32)
         message_id = _message_id(message)
         parts = [Part(None, _message_text(message, max_bytes))]
         parts += _attachments(message, max_bytes, seconds)
@@ -181,29 +184,71 @@ def parse_message(data: bytes | None, max_bytes: int, seconds: float = EXTRACT_S
     return ParsedMessage(message_id, parts)
 
 
-def _message_id(message: EmailMessage) -> str | None:
-    try:
-        raw = message.get("Message-ID")
-    except Exception:
-        return None
-    value = str(raw or "").strip().strip("<>").strip()
-    return value if value and valid_utf8(value) and "\n" not in value else None
+def _message_id(message: Message) -> str | None:
+    value = " ".join(_header(message, "Message-ID").split()).strip("<>").strip()
+    return value if value and valid_utf8(value) else None
 
 
-def _header(message: EmailMessage, name: str) -> str:
+def _decoded_words(raw: str) -> str:
+    """A header value with its encoded words (=?charset?b?...?=) decoded, in their charsets' supersets."""
+    if "=?" not in raw:
+        return raw
+    parts = []
+    for chunk, charset in decode_header(raw):
+        if isinstance(chunk, str):
+            parts.append(chunk)
+            continue
+        charset = _CHARSETS.get((charset or "").lower(), charset or "utf-8")
+        try:
+            parts.append(chunk.decode(charset, "replace"))
+        except LookupError:
+            parts.append(chunk.decode("utf-8", "replace"))
+    return "".join(parts)
+
+
+def _header(message: Message, name: str) -> str:
     try:
-        return str(message.get(name) or "")
+        raw = message.get(name)
+        if raw is None:
+            return ""
+        if not isinstance(raw, str):  # a header with bytes that are not ASCII
+            raw = str(make_header(decode_header(raw)))
+        return _decoded_words(raw)
     except Exception:  # an undecodable header is no text, not a failed message
         return ""
 
 
-def subject_of(message: EmailMessage) -> str:
+def subject_of(message: Message) -> str:
     return _SUBJECT_PREFIX.sub("", " ".join(_header(message, "Subject").split()))
 
 
-def _message_text(message: EmailMessage, max_bytes: int) -> str:
+def _is_attachment(part: Message) -> bool:
+    disposition = (part.get("Content-Disposition") or "").split(";", 1)[0].strip().lower()
+    return disposition == "attachment" or (disposition != "inline" and part.get_filename() is not None)
+
+
+def _body_part(message: Message) -> Message | None:
+    """The part a mail program shows as the body: the first text/plain part that is not an attachment, else the
+    first text/html one; forwarded messages (message/rfc822) inside are not looked into."""
+    found: dict[str, Message] = {}
+
+    def visit(part: Message) -> None:
+        kind = part.get_content_type()
+        if kind == "message/rfc822" or (part is not message and _is_attachment(part)):
+            return
+        if part.is_multipart():
+            for child in part.get_payload():
+                visit(child)
+        elif kind in ("text/plain", "text/html"):
+            found.setdefault(kind, part)
+
+    visit(message)
+    return found.get("text/plain") or found.get("text/html")
+
+
+def _message_text(message: Message, max_bytes: int) -> str:
     subject = subject_of(message)
-    body_part = message.get_body(preferencelist=("plain", "html"))
+    body_part = _body_part(message)
     body = ""
     if body_part is not None:
         body = part_text(body_part, max_bytes)
@@ -212,7 +257,7 @@ def _message_text(message: EmailMessage, max_bytes: int) -> str:
     return "\n\n".join(t for t in (subject, clean_body(body)) if t)
 
 
-def part_text(part: EmailMessage, max_bytes: int) -> str:
+def part_text(part: Message, max_bytes: int) -> str:
     """A text part decoded: its transfer encoding undone, its charset honoured (by its superset), or guessed
     when it names none or one Python does not know."""
     payload = part.get_payload(decode=True) or b""
@@ -262,7 +307,7 @@ def clean_body(body: str) -> str:
 _ATTACHMENT_SUFFIXES = (DOCUMENT_SUFFIXES | TEXT_SUFFIXES) - {".eml", ".json", ".jsonl", ".csv", ".tsv", ".log"}
 
 
-def _attachments(message: EmailMessage, max_bytes: int, seconds: float) -> list[Part]:
+def _attachments(message: Message, max_bytes: int, seconds: float) -> list[Part]:
     """Attachments of a readable type (documents and text files), and forwarded messages, each a Part named
     after its file name (a repeated name gets ' (2)', ' (3)'...)."""
     out: list[Part] = []
@@ -279,7 +324,7 @@ def _attachments(message: EmailMessage, max_bytes: int, seconds: float) -> list[
         if part.get_content_type() == "message/rfc822":
             inner = part.get_payload()
             inner = inner[0] if isinstance(inner, list) and inner else inner
-            if isinstance(inner, EmailMessage):
+            if isinstance(inner, Message):
                 forwarded += 1
                 try:
                     out.append(Part(named(f"forwarded-{forwarded}.eml"), _message_text(inner, max_bytes)))
@@ -299,9 +344,10 @@ def _attachments(message: EmailMessage, max_bytes: int, seconds: float) -> list[
     return out
 
 
-def _filename(part: EmailMessage) -> str | None:
+def _filename(part: Message) -> str | None:
     try:
         name = part.get_filename()
+        name = _decoded_words(str(make_header(decode_header(name)))) if name and "=?" in name else name
     except Exception:
         return None
     if not name:
@@ -310,7 +356,7 @@ def _filename(part: EmailMessage) -> str | None:
     return name if name and valid_utf8(name) else None
 
 
-def _attachment_text(part: EmailMessage, filename: str, max_bytes: int, seconds: float) -> str:
+def _attachment_text(part: Message, filename: str, max_bytes: int, seconds: float) -> str:
     suffix = PurePosixPath(filename).suffix.lower()
     if suffix in DOCUMENT_SUFFIXES:
         data = part.get_payload(decode=True) or b""
