@@ -812,6 +812,46 @@ def rm(
 
 @app.command()
 @friendly
+def ignore(
+    keys: list[str] = typer.Argument(..., help="Two documents or more (keys or paths) that are not duplicates."),
+    db: Optional[Path] = DbOption,
+) -> None:
+    """Declare documents not duplicates of each other: report, clean, export --unique, pairs and review leave
+    every pair of them apart from now on ('dedupdb unignore' takes it back)."""
+    with _open(db) as database:
+        outcome = database.ignore(keys)
+    render.ignore_outcome(outcome)
+
+
+@app.command()
+@friendly
+def unignore(
+    keys: list[str] = typer.Argument(..., help="Two documents or more (keys or paths) given to 'ignore' before."),
+    db: Optional[Path] = DbOption,
+) -> None:
+    """Take back 'dedupdb ignore': the pairs of these documents are grouped again as their likeness says."""
+    with _open(db) as database:
+        forgotten = database.unignore(keys)
+    render.console.print(f"{forgotten} pairs are no longer ignored", highlight=False)
+
+
+@app.command()
+@friendly
+def ignored(
+    db: Optional[Path] = DbOption,
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
+) -> None:
+    """List the pairs of documents declared not duplicates."""
+    with _open(db) as database:
+        pairs = database.ignored()
+    if fmt is ListFormat.json:
+        render.write_json([render.ignored_json(p) for p in pairs])
+    else:
+        render.ignored_table(pairs)
+
+
+@app.command()
+@friendly
 def prune(
     db: Optional[Path] = DbOption,
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),

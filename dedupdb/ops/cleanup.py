@@ -210,6 +210,7 @@ class _Checker:
         self._now: dict[str, str | None] = {}
         self.kept: set[str] = set()   # files some accepted step keeps: never acted on
         self.acted: set[str] = set()  # files some accepted step acts on: never kept
+        self.ignored = db.store.ignored_content_pairs()  # pairs declared not duplicates
 
     def stored(self, path: str) -> _Stored | str:
         """The file as stored, or why it is not a file the database holds whole."""
@@ -250,6 +251,8 @@ class _Checker:
             similarity = 1.0
         else:
             a, b = sorted((kept.content_id, acted.content_id))
+            if (a, b) in self.ignored:
+                return "declared not a duplicate of the copy to keep ('dedupdb unignore' takes that back)"
             score = self.db.store.pair_scores([a, b]).get((a, b))
             similarity = score[0] if score is not None else 0.0
             if step.exact:
