@@ -812,6 +812,30 @@ def rm(
 
 @app.command()
 @friendly
+def review(
+    db: Optional[Path] = DbOption,
+    keep: KeepFileRule = KeepOption,
+    prefer: Optional[Path] = PreferOption,
+    related: bool = typer.Option(False, "--related", help="Whole connected components instead of groups."),
+    to: Optional[Path] = typer.Option(None, "--to", help="Move acted-on files into this folder (else: the trash)."),
+    read_only: bool = typer.Option(False, "--read-only", help="Open the database read-only: review, never act."),
+) -> None:
+    """Go through the duplicate groups on a full-screen terminal: compare, choose the copy to keep, mark, declare
+    not duplicates, and act (as 'clean --plan' does, after a confirmation), with undo one key away."""
+    from dedupdb.database import Database
+    from dedupdb.ops.review import Review
+
+    if not sys.stdout.isatty() or not sys.stdin.isatty():
+        raise InputError("review needs a terminal; 'dedupdb report' and 'dedupdb clean' serve scripts")
+    from dedupdb.cli.review_app import run_review
+
+    with Database.open(_db_given(db), create=False, readonly=read_only) as database:
+        session = Review(database, keep.value, prefer, related)
+        run_review(session, "move" if to else "trash", str(to.expanduser().resolve()) if to else None)
+
+
+@app.command()
+@friendly
 def ignore(
     keys: list[str] = typer.Argument(..., help="Two documents or more (keys or paths) that are not duplicates."),
     db: Optional[Path] = DbOption,

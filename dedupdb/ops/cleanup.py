@@ -139,11 +139,11 @@ def make_plan(
     threshold = db.settings.threshold
     for group in groups:
         keeper = group.representative
-        kept = _state_of(db, keeper)
+        kept = state_of(db, keeper)
         if kept is None:
             continue
         for m in group.members[1:]:
-            state = _state_of(db, m)
+            state = state_of(db, m)
             if state is None:
                 continue
             same_bytes = state.digest == kept.digest
@@ -172,7 +172,8 @@ def make_plan(
     return plan
 
 
-def _state_of(db: Database, member: Member) -> FileState | None:
+def state_of(db: Database, member: Member) -> FileState | None:
+    """The file of a member as the database has it, or None when it is not an indexed file."""
     row = db.store.file_by_path(member.path)
     if row is None or row.status != "indexed":
         return None
