@@ -26,7 +26,10 @@ from dedupdb.errors import DedupError
 from dedupdb.ops.review import Review, Row
 
 PAGE = 40  # groups listed at first, and more each time the cursor nears the end of the list
-PATH_CELLS = 44  # a member's path in the group's table: the middle gives way, the file name and #record stay
+# What the other columns of a table take: the path gets the rest, its middle giving way (the file name and a
+# record's #id stay), so that a row fits an 80-column terminal.
+GROUP_COLUMNS = 34
+MEMBER_COLUMNS = 52
 
 CSS = """
 Screen { layout: vertical; }
@@ -228,7 +231,8 @@ class GroupsScreen(Screen):
         marked = len(self.review.decision(group).marked)
         keeper = next(m for m in group.members if m.key == self.review.decision(group).keeper)
         return [group.kind, str(len(group.members)), human_bytes(group.reclaimable_bytes),
-                str(marked) if marked else "", Text(shorten(keeper.key, 60), overflow="ellipsis", no_wrap=True)]
+                str(marked) if marked else "",
+                Text(shorten(keeper.key, max(16, self.app.size.width - GROUP_COLUMNS)), no_wrap=True)]
 
     def refresh_row(self, index: int) -> None:
         table = self.query_one("#groups", DataTable)
@@ -352,7 +356,7 @@ class GroupScreen(Screen):
                 "✓" if row.marked else ("·" if row.why_not is None else " "),
                 Text("keep", style="bold") if row.keeper else "",
                 similarity, human_bytes(m.bytes), _when(m.mtime_ns),
-                Text(shorten(m.key, PATH_CELLS), style=style, no_wrap=True),
+                Text(shorten(m.key, max(16, self.app.size.width - MEMBER_COLUMNS)), style=style, no_wrap=True),
                 key=m.key,
             )
         if cursor is not None:
