@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -117,6 +117,21 @@ class Pair:
     hamming: int | None
     exact: bool                       # the same normalized text (jaccard 1.0)
     containment: float | None = None  # share of the smaller text's shingles found in the larger; None: not computed
+
+
+@dataclass
+class IgnoreOutcome:
+    added: int = 0   # pairs remembered now
+    already: int = 0  # pairs remembered before
+    same_text: list[tuple[str, str]] = field(default_factory=list)  # copies of one text: not remembered
+
+
+@dataclass(frozen=True)
+class IgnoredPair:
+    a: str  # document key, a < b
+    b: str
+    created_at: float
+    in_store: bool  # both documents are stored now (a forgotten one's declaration waits for it to come back)
 
 
 PAIRS_BY = ("document", "content")
@@ -372,9 +387,25 @@ class Database:
         under that folder first) keeps, and every other member is an exact copy of it or a verified pair with
         it at or above the threshold. With related, each group is a whole connected component instead, its
         members scored against the first (some may be below the threshold). files_only leaves out records."""
+        out = self.groups_of(
+            [c for c, _, _ in self.store.duplicate_clusters()], min_size, keep, prefer, related, files_only
+        )
+        out.sort(key=group_order)
+        return out
+
+    def groups_of(
+        self,
+        clusters: list[int],
+        min_size: int = 0,
+        keep: str = DEFAULT_KEEP,
+        prefer: Path | None = None,
+        related: bool = False,
+        files_only: bool = False,
+    ) -> list[Cluster]:
+        """The groups of clusters() that these stored clusters (connected components) hold, unsorted: what a
+        screen showing a few groups at a time reads (see group_bounds)."""
         prefer = prefer.expanduser().resolve() if prefer else None
-        listing = self.store.duplicate_clusters()
-        docs = self.store.cluster_documents([c for c, _, _ in listing])
+        docs = self.store.cluster_documents(clusters)
         if files_only:
             docs = [d for d in docs if d.record is None]
         by_cluster: dict[int, list[DocumentRow]] = {}
@@ -382,10 +413,14 @@ class Database:
             by_cluster.setdefault(doc.cluster, []).append(doc)
         content_ids = sorted({d.content_id for d in docs})
         order = keep_order(keep, self.store.content_chars(content_ids), prefer)
+        # Pairs declared not duplicates leave the pair graph before anything is grouped (ignore()).
+        ignored = self.store.ignored_content_pairs()
+        scores = {pair: score for pair, score in self.store.pair_scores(content_ids).items() if pair not in ignored}
+        if ignored:
+            by_cluster = _split_components(by_cluster, scores)
         if related:
             groups = self._components(by_cluster, content_ids, order)
         else:
-            scores = self.store.pair_scores(content_ids)
             near = neighbours(((a, b, j) for (a, b), (j, _) in scores.items()), self.settings.threshold)
             groups = [
                 (cluster_id, number, [(star.centre, 1.0, True), *star.members])
@@ -405,8 +440,15 @@ class Database:
             cluster = Cluster(cluster_id, built, kind, number)
             if cluster.total_bytes >= min_size:
                 out.append(cluster)
-        out.sort(key=lambda c: (-c.reclaimable_bytes, -len(c.members), c.representative.key))
         return out
+
+    def group_bounds(self, matching: str | None = None) -> list[tuple[int, int]]:
+        """(cluster, bound) of every stored cluster of two documents or more, the largest bound first: no group
+        that groups_of() finds in a cluster frees more bytes than its bound (all its documents but the smallest),
+        so groups can be listed in clusters()' order reading only the clusters that may come next. With matching,
+        only clusters with a document whose key or snippet holds that text."""
+        sizes = self.store.duplicate_cluster_sizes(matching)
+        return sorted(((c, total - smallest) for c, _, total, smallest in sizes), key=lambda b: (-b[1], b[0]))
 
     def _components(self, by_cluster: dict[int, list[DocumentRow]], content_ids: list[int], order) -> list:
         """Whole components, each member scored by its sketch against the first (the related view)."""
@@ -463,6 +505,61 @@ class Database:
         a = self.fingerprinter.one(normalize(text_a))
         b = self.fingerprinter.one(normalize(text_b))
         return round(sketch_jaccard(a.sketch, b.sketch, self.settings.sketch_size), 4)
+
+    # --- not duplicates --------------------------------------------------------
+
+    def ignore(self, keys: list[str]) -> IgnoreOutcome:
+        """Declare the documents with these keys (or paths) not duplicates of each other: every pair of them that
+        holds two different texts is remembered, and grouping (clusters(), clean, export --unique, pairs) leaves
+        it out of the pair graph, so the two texts are never judged against each other. Copies of one text
+        cannot be told apart: such pairs are named in the outcome, not remembered."""
+        found = self._documents_named(keys, must_exist=True)
+        outcome = IgnoreOutcome()
+        pairs = []
+        for i, (key_a, content_a) in enumerate(found):
+            for key_b, content_b in found[i + 1 :]:
+                pair = (min(key_a, key_b), max(key_a, key_b))
+                if content_a == content_b:
+                    outcome.same_text.append(pair)
+                else:
+                    pairs.append(pair)
+        if not pairs:
+            raise InputError("these documents hold the same text: exact copies are always duplicates")
+        with self.store.transaction():
+            outcome.added = self.store.ignore_pairs(pairs)
+        outcome.already = len(pairs) - outcome.added
+        return outcome
+
+    def unignore(self, keys: list[str]) -> int:
+        """Take back ignore() for every pair of these keys (or paths); returns how many pairs were remembered."""
+        names = [key for key, _ in self._documents_named(keys, must_exist=False)]
+        pairs = [(min(a, b), max(a, b)) for i, a in enumerate(names) for b in names[i + 1 :]]
+        with self.store.transaction():
+            return self.store.unignore_pairs(pairs)
+
+    def ignored(self) -> list[IgnoredPair]:
+        """Every pair of documents declared not duplicates, by key; in_store says both are stored now."""
+        rows = self.store.ignored_pairs()
+        stored = {key for _, _, key in self.store.documents_by_keys(sorted({k for a, b, _ in rows for k in (a, b)}))}
+        return [IgnoredPair(a, b, at, a in stored and b in stored) for a, b, at in rows]
+
+    def _documents_named(self, items: list[str], must_exist: bool) -> list[tuple[str, int | None]]:
+        """(key, content id) of each document named by key or by path, once each; an item naming no document is
+        an error with must_exist, else taken as a key (one forgotten since it was ignored)."""
+        out: dict[str, int | None] = {}
+        for item in items:
+            found = self.store.documents_by_keys([item]) or self.store.documents_by_keys(
+                [str(Path(item).expanduser().resolve())]
+            )
+            if found:
+                out.setdefault(found[0][2], found[0][1])
+            elif must_exist:
+                raise InputError(f"{item} is not a document in the database ('dedupdb report' lists them)")
+            else:
+                out.setdefault(item, None)
+        if len(out) < 2:
+            raise InputError("name at least two different documents")
+        return list(out.items())
 
     # --- forgetting ------------------------------------------------------------
 
@@ -533,12 +630,15 @@ class Database:
         if containment is not None and not 0.0 < containment <= 1.0:
             raise InputError(f"containment must be in (0, 1], got {containment}")
         with self.store.snapshot():  # one consistent state however long the listing takes
+            ignored = self.store.ignored_content_pairs()  # declared not duplicates: never listed
             for chunk in self.store.content_id_chunks():
-                yield from self._pairs_of_chunk(chunk, by, containment)
+                yield from self._pairs_of_chunk(chunk, by, containment, ignored)
 
-    def _pairs_of_chunk(self, chunk: list[int], by: str, containment: float | None) -> Iterator[Pair]:
+    def _pairs_of_chunk(
+        self, chunk: list[int], by: str, containment: float | None, ignored: set[tuple[int, int]]
+    ) -> Iterator[Pair]:
         """The pairs of pairs() whose first text is one of these contents (ascending)."""
-        stored = self.store.pairs_from(chunk)
+        stored = [pair for pair in self.store.pairs_from(chunk) if pair[:2] not in ignored]
         scored: dict[int, list[tuple[int, float, int | None, float | None]]] = {}
         if containment is None:
             for a, b, jaccard, distance in stored:
@@ -547,7 +647,9 @@ class Database:
             finder = self.indexer.containment
             sides = finder.sides(chunk)
             verified = {(a, b): (jaccard, distance) for a, b, jaccard, distance in stored}
-            extra = [pair for pair in finder.pairs_from(sides, containment) if pair not in verified]
+            extra = [
+                pair for pair in finder.pairs_from(sides, containment) if pair not in verified and pair not in ignored
+            ]
             sides.update(finder.sides({b for _, b in [*verified, *extra]} - set(sides)))
             for a, b in sorted([*verified, *extra]):
                 if a in sides and b in sides:
@@ -638,6 +740,26 @@ def _with_links(members: list[Member]) -> list[Member]:
         elif identity is not None:
             seen[identity] = m.path
         out.append(m)
+    return out
+
+
+def group_order(cluster: Cluster) -> tuple:
+    """The order of clusters(): the most reclaimable bytes first, then the larger group, then by key."""
+    return (-cluster.reclaimable_bytes, -len(cluster.members), cluster.representative.key)
+
+
+def _split_components(
+    by_cluster: dict[int, list[DocumentRow]], scores: dict[tuple[int, int], tuple[float, int | None]]
+) -> dict[int, list[DocumentRow]]:
+    """The stored clusters cut again along these pairs only (the ignored ones left out), each part named by its
+    smallest content id as stored clusters are."""
+    from dedupdb.index.clusters import components
+
+    roots = components({d.content_id for members in by_cluster.values() for d in members}, scores)
+    out: dict[int, list[DocumentRow]] = {}
+    for members in by_cluster.values():
+        for d in members:
+            out.setdefault(roots[d.content_id], []).append(d)
     return out
 
 

@@ -820,6 +820,70 @@ def rm(
 
 @app.command()
 @friendly
+def review(
+    db: Optional[Path] = DbOption,
+    keep: KeepFileRule = KeepOption,
+    prefer: Optional[Path] = PreferOption,
+    related: bool = typer.Option(False, "--related", help="Whole connected components instead of groups."),
+    to: Optional[Path] = typer.Option(None, "--to", help="Move acted-on files into this folder (else: the trash)."),
+    read_only: bool = typer.Option(False, "--read-only", help="Open the database read-only: review, never act."),
+) -> None:
+    """Go through the duplicate groups on a full-screen terminal: compare, choose the copy to keep, mark, declare
+    not duplicates, and act (as 'clean --plan' does, after a confirmation), with undo one key away."""
+    from dedupdb.database import Database
+    from dedupdb.ops.review import Review
+
+    if not sys.stdout.isatty() or not sys.stdin.isatty():
+        raise InputError("review needs a terminal; 'dedupdb report' and 'dedupdb clean' serve scripts")
+    from dedupdb.cli.review_app import run_review
+
+    with Database.open(_db_given(db), create=False, readonly=read_only) as database:
+        session = Review(database, keep.value, prefer, related)
+        run_review(session, "move" if to else "trash", str(to.expanduser().resolve()) if to else None)
+
+
+@app.command()
+@friendly
+def ignore(
+    keys: list[str] = typer.Argument(..., help="Two documents or more (keys or paths) that are not duplicates."),
+    db: Optional[Path] = DbOption,
+) -> None:
+    """Declare documents not duplicates of each other: report, clean, export --unique, pairs and review leave
+    every pair of them apart from now on ('dedupdb unignore' takes it back)."""
+    with _open(db) as database:
+        outcome = database.ignore(keys)
+    render.ignore_outcome(outcome)
+
+
+@app.command()
+@friendly
+def unignore(
+    keys: list[str] = typer.Argument(..., help="Two documents or more (keys or paths) given to 'ignore' before."),
+    db: Optional[Path] = DbOption,
+) -> None:
+    """Take back 'dedupdb ignore': the pairs of these documents are grouped again as their likeness says."""
+    with _open(db) as database:
+        forgotten = database.unignore(keys)
+    render.console.print(f"{forgotten} pairs are no longer ignored", highlight=False)
+
+
+@app.command()
+@friendly
+def ignored(
+    db: Optional[Path] = DbOption,
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
+) -> None:
+    """List the pairs of documents declared not duplicates."""
+    with _open(db) as database:
+        pairs = database.ignored()
+    if fmt is ListFormat.json:
+        render.write_json([render.ignored_json(p) for p in pairs])
+    else:
+        render.ignored_table(pairs)
+
+
+@app.command()
+@friendly
 def prune(
     db: Optional[Path] = DbOption,
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),

@@ -655,6 +655,28 @@ def journal_table(batches) -> None:
     console.print(table)
 
 
+# --- not duplicates ----------------------------------------------------------
+
+def ignore_outcome(outcome) -> None:
+    console.print(f"{outcome.added} pairs declared not duplicates ({outcome.already} already were)", highlight=False)
+    for a, b in outcome.same_text:
+        err_console.print(f"left grouped: {a} and {b} hold the same text", highlight=False, markup=False)
+
+
+def ignored_json(pair) -> dict:
+    return {"a": pair.a, "b": pair.b, "created_at": utc_time(pair.created_at), "in_store": pair.in_store}
+
+
+def ignored_table(pairs) -> None:
+    if not pairs:
+        console.print("No pairs are declared not duplicates.")
+        return
+    table = Table("document", "not a duplicate of", "since", "stored", highlight=False)
+    for p in pairs:
+        table.add_row(Text(p.a), Text(p.b), _local_time(p.created_at), "yes" if p.in_store else "no")
+    console.print(table)
+
+
 # --- check -------------------------------------------------------------------
 
 _CHECK_HINTS = {

@@ -143,11 +143,11 @@ def make_plan(
     threshold = db.settings.threshold
     for group in groups:
         keeper = group.representative
-        kept = _state_of(db, keeper)
+        kept = state_of(db, keeper)
         if kept is None:
             continue
         for m in group.members[1:]:
-            state = _state_of(db, m)
+            state = state_of(db, m)
             if state is None:
                 continue
             same_bytes = state.digest == kept.digest
@@ -176,7 +176,8 @@ def make_plan(
     return plan
 
 
-def _state_of(db: Database, member: Member) -> FileState | None:
+def state_of(db: Database, member: Member) -> FileState | None:
+    """The file of a member as the database has it, or None when it is not an indexed file."""
     row = db.store.file_by_path(member.path)
     if row is None or row.status != "indexed":
         return None
@@ -229,6 +230,7 @@ class _Checker:
         self._now: dict[str, str | None] = {}
         self.kept: set[str] = set()   # files some accepted step keeps: never acted on
         self.acted: set[str] = set()  # files some accepted step acts on: never kept
+        self.ignored = db.store.ignored_content_pairs()  # pairs declared not duplicates
 
     def stored(self, path: str) -> _Stored | str:
         """The file as stored, or why it is not a file the database holds whole."""
@@ -269,6 +271,8 @@ class _Checker:
             similarity = 1.0
         else:
             a, b = sorted((kept.content_id, acted.content_id))
+            if (a, b) in self.ignored:
+                return "declared not a duplicate of the copy to keep ('dedupdb unignore' takes that back)"
             score = self.db.store.pair_scores([a, b]).get((a, b))
             similarity = score[0] if score is not None else 0.0
             if step.exact:

@@ -104,6 +104,25 @@ class PairTables:
             "SELECT cluster, sum(documents), count(*) FROM contents GROUP BY cluster HAVING sum(documents) >= 2"
         ).fetchall()
 
+    def duplicate_cluster_sizes(self, matching: str | None = None) -> list[tuple[int, int, int, int]]:
+        """(cluster, documents, their bytes, the smallest document's bytes) of every cluster holding two documents
+        or more; with matching, only clusters with a document whose key or snippet holds that text (any case).
+        Read from the clusters' documents alone: no signature, pair or group is read."""
+        sql = (
+            "SELECT c.cluster, count(*), sum(d.bytes), min(d.bytes) FROM documents d "
+            "JOIN contents c ON c.id = d.content_id "
+            "WHERE c.cluster IN (SELECT cluster FROM contents GROUP BY cluster HAVING sum(documents) >= 2) "
+        )
+        params: list = []
+        if matching:
+            pattern = "%" + matching.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            sql += (
+                "AND c.cluster IN (SELECT c2.cluster FROM documents d2 JOIN contents c2 ON c2.id = d2.content_id "
+                "WHERE d2.key LIKE ? ESCAPE '\\' OR d2.snippet LIKE ? ESCAPE '\\') "
+            )
+            params = [pattern, pattern]
+        return self._q(sql + "GROUP BY c.cluster", params).fetchall()
+
     def cluster_documents(self, clusters: list[int]) -> list[DocumentRow]:
         out = []
         for chunk in chunks(clusters):

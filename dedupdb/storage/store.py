@@ -1,8 +1,8 @@
 """The store: one SQLite file holding files, documents, contents, index rows, pairs and the journal.
 
 Store is a small facade: it opens the file (connection.py) and runs transactions; its methods over each group
-of tables live in that group's module (meta, files, contents, postings, pairs, journal, integrity), so the SQL
-of a table is found by the table's name. storage/ is the only package that speaks SQL."""
+of tables live in that group's module (meta, files, contents, postings, pairs, journal, integrity, ignored), so
+the SQL of a table is found by the table's name. storage/ is the only package that speaks SQL."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from dedupdb.storage.connection import (
 from dedupdb.storage.contents import ContentTables
 from dedupdb.storage.entries import CONTAINMENT_FAMILY, CONTAINMENT_KEY_BITS, INDEX_FAMILY, INDEX_KEY_BITS
 from dedupdb.storage.files import FileTables
+from dedupdb.storage.ignored import IgnoredPairs
 from dedupdb.storage.integrity import IntegrityChecks
 from dedupdb.storage.journal import JournalTables
 from dedupdb.storage.meta import MetaTables
@@ -34,7 +35,9 @@ from dedupdb.storage.postings import PostingTables
 from dedupdb.storage.runs import Runs
 
 
-class Store(MetaTables, FileTables, ContentTables, PostingTables, PairTables, JournalTables, IntegrityChecks):
+class Store(
+    MetaTables, FileTables, ContentTables, PostingTables, PairTables, JournalTables, IntegrityChecks, IgnoredPairs
+):
     """An open store: its connection, its two families of index runs, and its transactions."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
