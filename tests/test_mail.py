@@ -229,3 +229,27 @@ def test_body_cleaning_keeps_the_text_and_drops_what_is_not_it():
     body = ("Thanks!\n\n> quoted line one\n> quoted line two\n\n---------- Forwarded message ---------\n"
             "From: A <a@x>\nDate: today\nSubject: s\nTo: b@x\n\nThe real text.\n-- \nMy signature\n")
     assert clean_body(body) == "Thanks!\n\nquoted line one\nquoted line two\n\nThe real text."
+
+
+def test_messages_parsed_by_worker_processes_give_what_one_process_gives(tmp_path, monkeypatch):
+    import dedupdb.ingest.pipeline as pipeline
+
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    pdf = make_pdf(tmp_path / "p.pdf", LONG).read_bytes()
+    texts = [ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, CHINESE, CHINESE_EDITED, CHINESE_OTHER]
+    messages = [
+        make_message(f"{texts[n % 6]} ({n % 40})", f"s{n}", None if n % 7 == 0 else f"w{n % 90}@x",
+                     attachments=(("p.pdf", pdf),) if n % 25 == 0 else ())
+        for n in range(150)
+    ]
+    write_mbox(folder / "box.mbox", messages)
+    results = []
+    for workers in (0, 2):
+        monkeypatch.setattr(pipeline, "POOL_AT_ONCE_BYTES", 0 if workers else 1 << 40)
+        with dedupdb.open(tmp_path / f"db{workers}.sqlite") as db:
+            summary = db.add([folder], workers=workers)
+            groups = sorted(sorted(m.key for m in g.members) for g in db.clusters())
+            results.append((summary.records, summary.failed, _keys(db), groups))
+    assert results[0] == results[1]
+    assert results[0][0] == 156 and len(results[0][3]) >= 3

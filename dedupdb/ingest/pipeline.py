@@ -141,19 +141,20 @@ def sketch_records(settings: Settings, raws: list[str]) -> list[tuple[bytes | No
 @dataclass
 class MessageRead:
     """What parsing one message gave: its id, and for its own text and each readable attachment (name None for
-    the message itself) the content hash, sketch, snippet and size of the text, or why it could not be read."""
+    the message itself) the content hash, snippet and size of the text, or why it could not be read; sketches
+    of the texts first seen in this message (each distinct text of a batch is sketched once)."""
 
     message_id: str | None
     parts: list[tuple[str | None, bytes | None, str, int, str | None]]
+    sketches: list[Sketch]
 
 
-def read_messages(
-    settings: Settings, jobs: list[tuple[bytes | None, int, float]]
-) -> tuple[list[MessageRead], list[Sketch]]:
+def read_messages(settings: Settings, jobs: list[tuple[bytes | None, int, float]]) -> list[MessageRead]:
     """Parse, normalize and sketch messages given as (raw bytes or None when too long, size limit, seconds an
-    attachment may take); each distinct text is sketched once."""
+    attachment may take). One result per job, in order: the pool joins the results of its workers' shares."""
     out: list[MessageRead] = []
     texts: dict[bytes, str] = {}
+    first_in: dict[bytes, int] = {}
     for data, max_bytes, seconds in jobs:
         parsed = parse_message(data, max_bytes, seconds)
         parts = []
@@ -161,13 +162,17 @@ def read_messages(
             if part.error is not None:
                 parts.append((part.name, None, "", 0, part.error))
                 continue
-            text = normalize(part.text or "")
+            raw = part.text or ""
+            text = normalize(raw)
             text_hash = content_hash(text) if text else None
-            if text_hash is not None:
-                texts.setdefault(text_hash, text)
-            parts.append((part.name, text_hash, snippet(part.text or ""), len((part.text or "").encode("utf-8")), None))
-        out.append(MessageRead(parsed.message_id, parts))
-    return out, sketch_texts(settings, list(texts.values()))
+            if text_hash is not None and text_hash not in texts:
+                texts[text_hash] = text
+                first_in[text_hash] = len(out)
+            parts.append((part.name, text_hash, snippet(raw), len(raw.encode("utf-8")), None))
+        out.append(MessageRead(parsed.message_id, parts, []))
+    for sketch in sketch_texts(settings, list(texts.values())):
+        out[first_in[sketch.content_hash]].sketches.append(sketch)
+    return out
 
 
 def _sketches_of(results: list[Sketch | None]) -> dict[bytes, Sketch]:
@@ -629,7 +634,7 @@ class _MailRead(_RecordRead):
 
     def _apply(self, batch, results, offset: int, line: int, digest: str, done: bool) -> None:
         store, summary = self.ingest.store, self.ingest.summary
-        reads, sketch_list = results
+        reads = results
         if self.left:
             return
         with store.transaction():
@@ -661,7 +666,7 @@ class _MailRead(_RecordRead):
                     elif text_hash is not None:
                         documents.append(NewDocument(key, file_id, record_id, text_hash, size, self.mtime_ns,
                                                      text_snippet))
-            sketches = {s.content_hash: s for s in sketch_list}
+            sketches = {s.content_hash: s for read in reads for s in read.sketches}
             summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
             summary.records += len(documents)
             if self.watched:
