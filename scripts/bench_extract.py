@@ -7,6 +7,7 @@ pages each. "text kept" is the share of the source's characters (punctuation and
 extracted text holds in order (difflib's matching blocks).
 
     python scripts/bench_extract.py                 # 40 PDFs of each language, 2,000 messages, the mixed archive
+                                                    # of 100 + 100 texts with 0, 1 and 2 workers
     python scripts/bench_extract.py --pdfs 10 --messages 500 --no-archive
 """
 
@@ -111,8 +112,8 @@ def bench_mail(folder: Path, count: int, seed: int) -> None:
           f"parsed and decoded {size / 2**20 / seconds:.1f} MiB/s ({count / seconds:.0f} messages/s)")
 
 
-def bench_archive(folder: Path, seed: int, workers: list[int]) -> None:
-    texts, decoys = eval_archive.pick_texts(30, 200, seed)
+def bench_archive(folder: Path, seed: int, workers: list[int], count: int) -> None:
+    texts, decoys = eval_archive.pick_texts(count, 200, seed)
     archive = folder / "archive"
     archive.mkdir()
     eval_archive.build(archive, texts, decoys, seed)
@@ -132,6 +133,8 @@ def main() -> None:
     parser.add_argument("--pdfs", type=int, default=40, help="PDFs of each language (default 40)")
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--workers", default="0,1,2", help="worker counts for the archive add (default 0,1,2)")
+    parser.add_argument("--archive-texts", type=int, default=100,
+                        help="texts of each language in the mixed archive, as scripts/eval_archive.py builds it (default 100)")
     parser.add_argument("--no-archive", action="store_true")
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
@@ -140,7 +143,7 @@ def main() -> None:
         bench_pdfs(folder, args.pdfs, args.seed)
         bench_mail(folder, args.messages, args.seed)
         if not args.no_archive:
-            bench_archive(folder, args.seed, [int(w) for w in args.workers.split(",")])
+            bench_archive(folder, args.seed, [int(w) for w in args.workers.split(",")], args.archive_texts)
 
 
 if __name__ == "__main__":
