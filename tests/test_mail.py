@@ -245,11 +245,12 @@ def test_messages_parsed_by_worker_processes_give_what_one_process_gives(tmp_pat
     ]
     write_mbox(folder / "box.mbox", messages)
     results = []
-    for workers in (0, 2):
+    for workers, batch_bytes in ((0, 32 << 20), (2, 32 << 20), (0, 20_000)):
         monkeypatch.setattr(pipeline, "POOL_AT_ONCE_BYTES", 0 if workers else 1 << 40)
-        with dedupdb.open(tmp_path / f"db{workers}.sqlite") as db:
+        monkeypatch.setattr(pipeline, "_MAIL_BATCH_BYTES", batch_bytes)  # many small batches
+        with dedupdb.open(tmp_path / f"db{workers}-{batch_bytes}.sqlite") as db:
             summary = db.add([folder], workers=workers)
             groups = sorted(sorted(m.key for m in g.members) for g in db.clusters())
             results.append((summary.records, summary.failed, _keys(db), groups))
-    assert results[0] == results[1]
+    assert results[0] == results[1] == results[2]
     assert results[0][0] == 156 and len(results[0][3]) >= 3

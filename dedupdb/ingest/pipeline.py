@@ -80,6 +80,7 @@ class _Pending:
     candidate: Candidate
     known_digest: str | None  # of the bytes indexed before, for a file the store holds
     existed: bool
+    message: bool = False     # a file holding one message (.eml, a Maildir's): documents FILE#ID and attachments
 
 
 @dataclass(frozen=True)
@@ -95,22 +96,28 @@ class FileRead:
     error: str | None = None         # why it could not be read
     binary: bool = False
     warning: str | None = None       # read, but with a caveat (undecodable bytes replaced)
+    message: "MessageRead | None" = None  # for a file holding one message: its documents (text_hash is None)
 
 
-def read_files(settings: Settings, jobs: list[tuple[str, str | None, int, float]]) -> list[FileRead]:
-    """Read, decode (or extract, for a document), normalize and sketch files given as (path, digest indexed
-    before or None, size limit, seconds a document may take).
+def read_files(settings: Settings, jobs: list[tuple[str, str | None, int, float, bool]]) -> list[FileRead]:
+    """Read, decode (or extract, for a document; or parse, for a message), normalize and sketch files given as
+    (path, digest indexed before or None, size limit, seconds a document may take, whether it is a message).
 
     The limits travel with each job: workers are forked once, so a limit set later in the parent would not
     reach them through a module global."""
     out: list[FileRead] = []
     texts: dict[bytes, str] = {}
-    for path, known_digest, max_bytes, seconds in jobs:
+    messages: list[tuple[int, bytes, int, float]] = []
+    for path, known_digest, max_bytes, seconds, message in jobs:
         try:
             data = read_bytes(Path(path), max_bytes)
             digest = bytes_hash(data)
             if digest == known_digest:
                 out.append(FileRead(digest, unchanged=True))
+                continue
+            if message:
+                messages.append((len(out), data, max_bytes, seconds))
+                out.append(FileRead(digest, bytes_read=len(data)))
                 continue
             decoded = file_decoded(Path(path), data, max_bytes, seconds)
             raw = decoded.text
@@ -123,7 +130,12 @@ def read_files(settings: Settings, jobs: list[tuple[str, str | None, int, float]
             texts.setdefault(text_hash, text)
         out.append(FileRead(digest, False, text_hash, None, snippet(raw), len(data), warning=decoded.note))
     sketches = {s.content_hash: s for s in sketch_texts(settings, list(texts.values()))}
-    return [replace(r, sketch=sketches.pop(r.text_hash)) if r.text_hash in sketches else r for r in out]
+    out = [replace(r, sketch=sketches.pop(r.text_hash)) if r.text_hash in sketches else r for r in out]
+    if messages:
+        parsed = read_messages(settings, [(data, max_bytes, seconds) for _, data, max_bytes, seconds in messages])
+        for (index, *_), read in zip(messages, parsed):
+            out[index] = replace(out[index], message=read)
+    return out
 
 
 def sketch_records(settings: Settings, raws: list[str]) -> list[tuple[bytes | None, Sketch | None, str]]:
@@ -282,7 +294,11 @@ class Ingest:
                     self._ingest_stdin(stdin, self._with_limit(records.resolved(records.format)))
                 for candidate in found:
                     options = self._record_options(candidate, records) or self._mail_options(candidate)
-                    if options:
+                    if options and options.format == "message":
+                        self._consider(candidate, message=True)
+                        if len(self._pending) >= self.batch_size():
+                            self._flush()
+                    elif options:
                         self._flush()
                         self._ingest_record_file(candidate, options)
                     elif compression_of(candidate.path):
@@ -339,20 +355,21 @@ class Ingest:
 
     # --- whole files ---------------------------------------------------------------
 
-    def _consider(self, candidate: Candidate) -> None:
+    def _consider(self, candidate: Candidate, message: bool = False) -> None:
         path = str(candidate.path)
         known = self._known.get(path)
         live = known is not None and known.status != "missing"
         if live and known.size == candidate.size and known.mtime_ns == candidate.mtime_ns:
             self.summary.unchanged += 1
             return
-        self._pending.append(_Pending(candidate, known.digest if live else None, live))
+        self._pending.append(_Pending(candidate, known.digest if live else None, live, message))
 
     def _flush(self) -> None:
         if not self._pending:
             return
         batch, self._pending = self._pending, []
-        jobs = [(str(i.candidate.path), i.known_digest, self.max_file_bytes, self.extract_seconds) for i in batch]
+        jobs = [(str(i.candidate.path), i.known_digest, self.max_file_bytes, self.extract_seconds, i.message)
+                for i in batch]
         self.submit(read_files, jobs, lambda reads: self._apply(batch, reads))
 
     def _apply(self, batch: list[_Pending], reads: list[FileRead]) -> None:
@@ -361,8 +378,10 @@ class Ingest:
         with self.store.transaction():
             for item, result in zip(batch, reads):
                 path, c = str(item.candidate.path), item.candidate
-                if result.error is not None:
-                    (self.summary.skipped if result.binary else self.summary.failed).append((path, result.error))
+                own_error = result.message.parts[0][4] if result.message is not None else None
+                if result.error is not None or own_error is not None:
+                    failed = self.summary.skipped if result.binary else self.summary.failed
+                    failed.append((path, result.error or own_error))
                 elif result.unchanged:
                     self.store.touch_file(self._known[path].id, c.size, c.mtime_ns)
                     self.summary.unchanged += 1
@@ -372,28 +391,50 @@ class Ingest:
                     if result.warning:
                         self.summary.warnings.append((path, result.warning))
             read = self._not_stored_meanwhile(read)
-            file_ids = self.store.save_files(
-                [
-                    (str(i.candidate.path), i.candidate.size, i.candidate.mtime_ns, r.digest,
-                     "indexed" if r.text_hash else "empty", "file", 0, None)
-                    for i, r in read
-                ]
-            )
+            file_ids = self.store.save_files([self._file_row(i, r) for i, r in read])
             removals = []
             for item, result in read:
                 c = item.candidate
                 file_id = file_ids[str(c.path)]
                 if item.existed:
                     removals += self.store.documents_of_file(file_id)
-                if result.text_hash:
+                if result.message is not None:
+                    additions += self._message_documents(str(c.path), file_id, c.mtime_ns, result.message)
+                elif result.text_hash:
                     additions.append(
                         NewDocument(str(c.path), file_id, None, result.text_hash, c.size, c.mtime_ns, result.snippet)
                     )
             self.indexer.remove_documents(removals)
             sketches = _sketches_of([r.sketch for r in reads])
+            sketches.update((s.content_hash, s) for r in reads if r.message is not None for s in r.message.sketches)
             self.summary.new_contents += self.indexer.add_documents(additions, sketches)
         for item, _ in read:
             (self.summary.updated if item.existed else self.summary.added).append(str(item.candidate.path))
+
+    @staticmethod
+    def _file_row(item: _Pending, result: FileRead) -> tuple:
+        c = item.candidate
+        if result.message is None:
+            return (str(c.path), c.size, c.mtime_ns, result.digest, "indexed" if result.text_hash else "empty",
+                    "file", 0, None)
+        # A message is read like a record file of one record: its documents are parts of the file, never cleaned.
+        has_text = any(part[1] is not None for part in result.message.parts)
+        return (str(c.path), c.size, c.mtime_ns, result.digest, "indexed" if has_text else "empty", "records", 1,
+                _ONE_MESSAGE)
+
+    def _message_documents(self, path: str, file_id: int, mtime_ns: int, read: "MessageRead") -> list[NewDocument]:
+        """The documents of a file holding one message: the message, keyed FILE#MESSAGE-ID (FILE#1 without
+        one), and each readable attachment; an attachment that could not be read is reported under its key."""
+        own_key, own_id = MessageKeys(path, lambda key: False).message(read.message_id, 1)
+        documents = []
+        for name, text_hash, text_snippet, size, error in read.parts:
+            key, record_id = (own_key, own_id) if name is None else MessageKeys.attachment(own_key, own_id, name)
+            if error is not None:
+                self.summary.failed.append((key, error))
+            elif text_hash is not None:
+                documents.append(NewDocument(key, file_id, record_id, text_hash, size, mtime_ns, text_snippet))
+        self.summary.records += len(documents)
+        return documents
 
     def _not_stored_meanwhile(self, read: list[tuple[_Pending, FileRead]]) -> list[tuple[_Pending, FileRead]]:
         """The files of `read` still to be stored, seen under the write lock: what is new or changed was decided
@@ -446,7 +487,6 @@ class Ingest:
         else:
             may_go_on = same_reading and candidate.size >= known.size
         mail = options.format in MAIL_FORMATS
-        may_go_on = may_go_on and options.format != "message"  # one message: read again whole when it changed
         try:
             with open_record_file(candidate.path) as stream:
                 hasher = xxhash.xxh3_128()
@@ -605,20 +645,23 @@ class _RecordRead:
 
 
 class _MailRead(_RecordRead):
-    """Streams a mailbox (or a file holding one message) into the store in batches of messages, each message
+    """Streams a mailbox into the store in batches of messages, each message
     a document keyed FILE#MESSAGE-ID, each readable attachment one keyed FILE#MESSAGE-ID/NAME. The file row
     counts the messages read in place of lines, so a grown mailbox is read from its first new message on."""
 
     def run(self, stream: BinaryIO, start: tuple[int, int], hasher, size: int | None) -> None:
         ingest = self.ingest
         batch: list = []
+        held = 0
         offset, position = start
         for message in messages_of(stream, self.options.format, start[0], start[1], hasher, ingest.max_file_bytes):
             offset, position = message.end_offset, message.position
             batch.append(message)
-            if len(batch) >= max(1, ingest.batch_size() // 8):  # a message can be long, and brings attachments
+            held += len(message.data or b"")
+            # A message can be long and bring attachments: a batch is bounded by its bytes too.
+            if len(batch) >= max(1, ingest.batch_size() // 8) or held >= _MAIL_BATCH_BYTES:
                 self._flush(batch, offset, position, hasher.hexdigest(), done=False)
-                batch = []
+                batch, held = [], 0
                 if self.left:
                     return
         self._flush(batch, offset, position, hasher.hexdigest(), done=True)
@@ -673,6 +716,8 @@ class _MailRead(_RecordRead):
                 self.found = store.file_by_path(self.path)
 
 
+_ONE_MESSAGE = RecordOptions("message").to_json()
+_MAIL_BATCH_BYTES = 32 * 1024 * 1024  # of raw messages in one batch (two batches are held at once)
 _COMPRESSED_DOCUMENT = (
     "compressed: only record files are read compressed (JSONL or CSV by their suffix, or any with --records or --lines)"
 )
