@@ -208,3 +208,24 @@ def test_query_a_document_file(cli, tmp_path):
     pdf = make_pdf(tmp_path / "q.pdf", CHINESE_LONG)
     hits = json.loads(cli("query", "--file", str(pdf), "--format", "json").stdout)
     assert [Path(h["key"]).name for h in hits] == ["note.txt"]
+
+
+@pytest.mark.parametrize("suffix", sorted(WRITERS))
+def test_damaged_bytes_of_any_format_give_a_reason_never_another_error(tmp_path, suffix):
+    import random
+
+    whole = WRITERS[suffix](tmp_path / f"doc{suffix}", "\n\n".join([ENGLISH, CHINESE])).read_bytes()
+    rng = random.Random(suffix)
+    for _ in range(150):
+        data = bytearray(whole)
+        for _ in range(rng.randint(1, 20)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            data = data[: rng.randrange(len(data))]
+        try:
+            text = documents.extract(f"x{suffix}", bytes(data), max_bytes=1 << 20, seconds=5)
+        except ReadError as exc:
+            assert exc.reason.split(":")[0] in ("damaged", "locked", "refused", "no text layer (a scanned or empty document)")
+            assert "\n" not in exc.reason
+        else:
+            assert isinstance(text, str) and text.strip()

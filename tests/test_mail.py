@@ -254,3 +254,17 @@ def test_messages_parsed_by_worker_processes_give_what_one_process_gives(tmp_pat
             results.append((summary.records, summary.failed, _keys(db), groups))
     assert results[0] == results[1] == results[2]
     assert results[0][0] == 156 and len(results[0][3]) >= 3
+
+
+def test_damaged_messages_give_parts_or_reasons_never_an_error(tmp_path):
+    import random
+
+    pdf = make_pdf(tmp_path / "p.pdf", LONG).read_bytes()
+    whole = bytes(make_message(CHINESE, "天气", "d@x", charset="gb2312", attachments=(("p.pdf", pdf),)))
+    rng = random.Random(5)
+    for _ in range(300):
+        data = bytearray(whole)
+        for _ in range(rng.randint(1, 40)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        parsed = parse_message(bytes(data), 1 << 20, 5)
+        assert parsed.parts and all((p.text is None) != (p.error is None) for p in parsed.parts)

@@ -101,6 +101,8 @@ def extract(name: str, data: bytes, max_bytes: int, seconds: float = EXTRACT_SEC
         raise ReadError(name, f"damaged: malformed XML ({exc})") from None
     except (MemoryError, RecursionError) as exc:
         raise ReadError(name, f"damaged: {type(exc).__name__}") from None
+    except Exception as exc:  # the formats' libraries raise many kinds on damaged input (zlib, struct, seek...)
+        raise ReadError(name, f"damaged: {' '.join(str(exc).split())[:200] or type(exc).__name__}") from None
     if not text.strip():
         raise ReadError(name, "no text layer (a scanned or empty document)")
     return text
