@@ -188,7 +188,8 @@ def run(args) -> dict:
     systems = {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dedupdb-short-en-") as tmp:
-        systems["dedupdb"] = ep.dedupdb_pairs(sample.texts, Path(tmp), args.threshold)[0]
+        chosen = {} if args.char_ngram is None else {"char_ngram": args.char_ngram}
+        systems["dedupdb"] = ep.dedupdb_pairs(sample.texts, Path(tmp), args.threshold, **chosen)[0]
     ep.log(f"dedupdb: {len(systems['dedupdb']):,} pairs ({time.perf_counter() - started:.1f}s)")
     if not args.no_datasketch:
         started = time.perf_counter()
@@ -210,11 +211,13 @@ def run(args) -> dict:
             if not hit:
                 misses[lvl].append((sample.texts[original], sample.texts[vid]))
         false = [p for p in pairs if judge.is_false(*p)]
-        templates = [p for p in false if is_template(sample.texts[judge.source.get(p[0], p[0])],
-                                                     sample.texts[judge.source.get(p[1], p[1])])]
+        sources = {ep.ordered(judge.source.get(a, a), judge.source.get(b, b)) for a, b in pairs}
+        framed = {p for p in sources if p[0] != p[1] and is_template(sample.texts[p[0]], sample.texts[p[1]])}
+        templates = [p for p in false if ep.ordered(judge.source.get(p[0], p[0]), judge.source.get(p[1], p[1])) in framed]
         results[system] = {"recall": {f"{lvl}|{band}": f / n for (lvl, band), (f, n) in found.items()},
                            "found": {f"{lvl}|{band}": v for (lvl, band), v in found.items()},
                            "pairs": len(pairs), "false": len(false), "templates": len(templates),
+                           "template_sources": len(framed), "sources": sum(1 for a, b in sources if a != b),
                            "rate": len(false) / max(1, len(pairs)),
                            "misses": {lvl: m[: args.misses] for lvl, m in misses.items()},
                            "false_examples": [(sample.texts[judge.source.get(a, a)], sample.texts[judge.source.get(b, b)])
@@ -235,12 +238,14 @@ def report(results: dict, args) -> None:
     for system, r in results.items():
         for _, _, band in (*BANDS, (0, 0, "all")):
             cells = [f"{pooled(r, levels, band):.3f}" for _, levels in columns]
-            extra = ([f"{r['pairs']:,}", f"{r['false']:,}", f"{r['templates']:,}", f"{100 * r['rate']:.2f}"]
-                     if band == "all" else ["", "", "", ""])
+            extra = ([f"{r['pairs']:,}", f"{r['false']:,}", f"{r['templates']:,}", f"{100 * r['rate']:.2f}",
+                      f"{r['template_sources']}/{r['sources']}"] if band == "all" else ["", "", "", "", ""])
             rows.append([system, band, *cells, *extra])
     ep.print_table("Short English texts: recall per edit level and length band (words of the original); strict "
-                   "false pairs over all pairs (templ = of those, texts differing only in numbers or one slot)",
-                   ["system", "band", *(name for name, _ in columns), "pairs", "false", "templ", "rate%"], rows)
+                   "false pairs over all pairs (templ = of those, texts differing only in numbers or one slot; "
+                   "frames = pairs of distinct source texts that are such templates, false or not / all such pairs)",
+                   ["system", "band", *(name for name, _ in columns), "pairs", "false", "templ", "rate%", "frames"],
+                   rows)
     if args.misses:
         for system, r in results.items():
             for lvl, missed in r["misses"].items():
@@ -259,6 +264,7 @@ def main(argv=None) -> None:
     p.add_argument("--distractors", type=int, default=12000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threshold", type=float, default=None, help="dedupdb threshold (default: the library's)")
+    p.add_argument("--char-ngram", type=int, default=None, help="dedupdb character n-grams (0: words)")
     p.add_argument("--no-datasketch", action="store_true")
     p.add_argument("--misses", type=int, default=0, help="print this many missed variants and false pairs")
     p.add_argument("--json", type=Path, default=None)

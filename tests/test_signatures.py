@@ -281,11 +281,12 @@ def test_minhash_of_long_texts_spans_chunks():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.one_of(_ascii_text, _mixed_text), max_size=8), st.integers(1, 3), st.integers(1, 3))
-def test_batch_shingles_and_word_counts_equal_one_text_at_a_time(texts, word_ngram, cjk_ngram):
+@given(st.lists(st.one_of(_ascii_text, _mixed_text), max_size=8), st.integers(1, 3), st.integers(1, 3),
+       st.integers(0, 5))
+def test_batch_shingles_and_word_counts_equal_one_text_at_a_time(texts, word_ngram, cjk_ngram, char_ngram):
     from dedupdb.text.hashing import distinct, distinct_counts
 
-    tokenizer = Tokenizer(word_ngram, cjk_ngram)
+    tokenizer = Tokenizer(word_ngram, cjk_ngram, char_ngram)
     batch = tokenizer.batch(texts)
     shingle_sets = tokenizer.shingle_sets(batch)
     word_counts = tokenizer.word_counts(batch)

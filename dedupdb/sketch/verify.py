@@ -29,22 +29,40 @@ class Verdict:
     duplicate: bool
 
 
-# A verdict needs this many shingles in common besides the Jaccard: "不错！" and "不错的。" share one bigram of
-# two, and 0.5 of almost nothing is no evidence. Chosen by measurement (scripts/eval_precision.py, default
-# samples): on Chinese reviews 1 -> 0.60% strict false pairs, 3 -> 0.52%, 5 -> 0.40%, with format, light and
-# repost recall 0.997 and heavy 0.965; a threshold raised for small sets as well (+0.1/sqrt(union)) cut heavy
-# recall to 0.93 for 0.38%, and was left out.
-MIN_SHARED_SHINGLES = 5
+# Evidence, scaled to the sets: a verdict needs the threshold's share of the union with EVIDENCE_MARGIN more
+# shingles in it, as if that many more had been seen and not shared, unless the two sets agree completely.
+# "不错！" and "不错的。" share one bigram of two (0.5 of almost nothing is no evidence: 1 < 0.5 x 3), a byline or
+# photo credit with another name in it shares 5 of 10 (5 < 0.5 x 11), while a six-word sentence and the same with
+# a hashtag, whose shingle sets are identical, are near-duplicates. On sets of hundreds of shingles the margin is
+# lost in the rounding. Chosen by measurement (scripts/eval_precision.py, scripts/eval_short_en.py; see
+# docs/how-it-decides.md): it replaced a fixed count of 5 shared shingles, which refused complete agreement of
+# short texts and let such 5-of-10 templates through.
+EVIDENCE_MARGIN = 1
+
+
+def enough_evidence(shared, union, threshold: float):
+    """Whether shared of union shingles make a near-duplicate (numbers or numpy arrays): the threshold's share of
+    union + EVIDENCE_MARGIN, or every shingle shared."""
+    return (shared + 1e-9 >= threshold * (union + EVIDENCE_MARGIN)) | ((shared == union) & (union > 0))
+
+
+def union_seen(shared, length_a, length_b, sketch_size: int):
+    """The union sketch_overlap's figures rest on: the whole union when both sketches hold whole sets, else the
+    k smallest hashes of it."""
+    whole = (length_a < sketch_size) & (length_b < sketch_size)
+    return np.where(whole, length_a + length_b - shared, sketch_size) if isinstance(whole, np.ndarray) else (
+        length_a + length_b - shared if whole else sketch_size)
 
 
 def judge(a: Signature, b: Signature, threshold: float, max_distance: int, sketch_size: int) -> Verdict:
-    """Near-duplicate when the Jaccard of the shingles (from the bottom-k sketches) reaches the threshold and
-    rests on at least MIN_SHARED_SHINGLES shared shingles. SimHash finds candidates and its distance is reported,
-    but never decides: long texts of one sender or one frame fall within a few bits while sharing a third of
-    their shingles. (max_distance is kept for callers that report whether the SimHash agrees.)"""
+    """Near-duplicate when the Jaccard of the shingles (from the bottom-k sketches) reaches the threshold with
+    enough evidence (enough_evidence). SimHash finds candidates and its distance is reported, but never decides:
+    long texts of one sender or one frame fall within a few bits while sharing a third of their shingles.
+    (max_distance is kept for callers that report whether the SimHash agrees.)"""
     jaccard, shared = sketch_overlap(a.sketch, b.sketch, sketch_size)
     distance = hamming(a.simhash, b.simhash) if a.simhash is not None and b.simhash is not None else None
-    duplicate = jaccard >= threshold and shared >= MIN_SHARED_SHINGLES
+    union = union_seen(shared, len(a.sketch), len(b.sketch), sketch_size)
+    duplicate = bool(jaccard >= threshold and shared > 0 and enough_evidence(shared, union, threshold))
     return Verdict(round(jaccard, 4), distance, duplicate)
 
 
@@ -144,7 +162,8 @@ class PairJudge:
             self._numpy_seconds += time.perf_counter() - started
         else:
             shared, jaccard = fast.overlaps(table.values, table.starts, table.lengths, left, right, self.sketch_size)
-        kept = np.flatnonzero((jaccard >= self.threshold) & (shared >= MIN_SHARED_SHINGLES))
+        union = union_seen(shared, table.lengths[left], table.lengths[right], self.sketch_size)
+        kept = np.flatnonzero((jaccard >= self.threshold) & (shared > 0) & enough_evidence(shared, union, self.threshold))
         distances = table.distances(left[kept], right[kept])
         return [(a, b, round(value, 4), distance) for a, b, value, distance in
                 zip(pairs[kept, 0].tolist(), pairs[kept, 1].tolist(), jaccard[kept].tolist(), distances)]
