@@ -34,12 +34,13 @@ def test_simhash_never_overrules_the_shingles():
 
 
 def _verdicts(pairs_of_sets, threshold=0.5, k=1024):
-    """judge() of each pair of shingle sets, and whether PairJudge, its batch form, agrees."""
+    """judge() of each pair of shingle sets (as token n-grams: even hashes), and whether PairJudge, its batch form,
+    agrees."""
     out = []
     signatures = {}
     for i, (a, b) in enumerate(pairs_of_sets):
-        signatures[2 * i] = Signature(np.array(sorted(a)[:k], np.uint32), None)  # the bottom-k sketches
-        signatures[2 * i + 1] = Signature(np.array(sorted(b)[:k], np.uint32), None)
+        signatures[2 * i] = Signature(2 * np.array(sorted(a)[:k], np.uint32), None)  # the bottom-k sketches
+        signatures[2 * i + 1] = Signature(2 * np.array(sorted(b)[:k], np.uint32), None)
         out.append(judge(signatures[2 * i], signatures[2 * i + 1], threshold, 3, k).duplicate)
     batch = PairJudge(threshold, k).pairs(signatures, np.array([(2 * i, 2 * i + 1) for i in range(len(out))]))
     assert [i for i in range(len(out)) if out[i]] == [a // 2 for a, *_ in batch]
@@ -222,3 +223,14 @@ def test_the_character_view_fades_with_length():
     expected = [char_view_limit(n) / 2**32 for n in range(2, 70)]  # falls evenly, a step of 1/32 a token
     assert all(abs(a - b) < 0.2 for a, b in zip(share, expected))
     assert Tokenizer(2, 2, 0).shingles(Tokenizer(2, 2, 0).stream("a b c")).size == 2  # no view: words alone
+
+
+def test_the_character_view_is_a_setting_of_the_store(cli, db_path, tmp_path):
+    """init --char-ngram 0 keeps words alone: a six-word sentence with a typo in its second word (two of five
+    word bigrams broken) is then no near-duplicate."""
+    assert cli("init", "--char-ngram", "0").exit_code == 0
+    assert cli("init", "--char-ngram", "11").exit_code != 0
+    with dedupdb.open(db_path) as db:
+        assert db.settings.char_ngram == 0
+    assert not _paired(db_path, tmp_path, *SHORT_DUPLICATES[3])
+    assert _paired(tmp_path / "default.db", tmp_path, *SHORT_DUPLICATES[3])

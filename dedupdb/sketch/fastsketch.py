@@ -20,7 +20,7 @@ import numpy as np
 
 from dedupdb.jit import njit, types
 from dedupdb.text.hashing import FMIX_C1, FMIX_C2
-from dedupdb.text.tokens import (ASCII_NOISE_MARKS, CHAR_MULT, CHAR_VIEW_FULL, CHAR_VIEW_NONE, CJK, IS_CJK, NGRAM_MULT,
+from dedupdb.text.tokens import (ASCII_NOISE_MARKS, CHAR_MULT, CHAR_VIEW_FULL, CHAR_VIEW_NONE, CHAR_VIEW_STEP, CJK, IS_CJK, NGRAM_MULT,
                                  REPOST_NOISE, TOKEN_SEED)
 
 # Character classes, one per code point: as tokens._TOKEN sees them.
@@ -40,6 +40,9 @@ _P5 = np.uint64(0x27D4EB2F165667C5)
 _MULT = np.uint64(NGRAM_MULT)
 _CHAR_MULT = np.uint64(CHAR_MULT)
 _CHAR_VIEW_FULL = CHAR_VIEW_FULL
+_CHAR_VIEW_STEP = CHAR_VIEW_STEP
+_TOKEN_VIEW = np.uint64(0xFFFFFFFE)
+_CHAR_VIEW = np.uint64(1)
 _CHAR_VIEW_NONE = CHAR_VIEW_NONE
 _C1 = np.uint64(FMIX_C1)
 _C2 = np.uint64(FMIX_C2)
@@ -364,15 +367,17 @@ def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram,
             # Shingles, distinct and sorted, and their MinHash.
             start = s_used
             width = _grams(hashes, m, cjk_ngram if mostly_cjk else word_ngram, work)
+            for q in range(width):
+                work[q] &= _TOKEN_VIEW  # the views told apart by the lowest bit (tokens.py)
             if not mostly_cjk and char_ngram > 0 and m < _CHAR_VIEW_NONE:  # the character view (tokens.char_view_limit)
                 if m <= _CHAR_VIEW_FULL:
                     limit = np.uint64(1) << _S32
                 else:
-                    limit = (np.uint64(_CHAR_VIEW_NONE - m) << _S32) // np.uint64(_CHAR_VIEW_NONE - _CHAR_VIEW_FULL)
+                    limit = np.uint64(_CHAR_VIEW_NONE - m) * np.uint64(_CHAR_VIEW_STEP)
                 grams = _grams(chars, n, char_ngram, char_grams)
                 for q in range(grams):
                     if char_grams[q] < limit:
-                        work[width] = char_grams[q]
+                        work[width] = char_grams[q] | _CHAR_VIEW
                         width += 1
             shingles, s_used = _append_distinct(work, width, scratch, counts, shingles, s_used, False)
             low = signatures[i]

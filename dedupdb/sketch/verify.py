@@ -9,7 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from dedupdb.sketch.minhash import sketch_overlap
+from dedupdb.sketch.minhash import view_overlap
 from dedupdb.sketch.simhash import hamming
 from dedupdb.text.hashing import ranges
 
@@ -46,22 +46,13 @@ def enough_evidence(shared, union, threshold: float):
     return (shared + 1e-9 >= threshold * (union + EVIDENCE_MARGIN)) | ((shared == union) & (union > 0))
 
 
-def union_seen(shared, length_a, length_b, sketch_size: int):
-    """The union sketch_overlap's figures rest on: the whole union when both sketches hold whole sets, else the
-    k smallest hashes of it."""
-    whole = (length_a < sketch_size) & (length_b < sketch_size)
-    return np.where(whole, length_a + length_b - shared, sketch_size) if isinstance(whole, np.ndarray) else (
-        length_a + length_b - shared if whole else sketch_size)
-
-
 def judge(a: Signature, b: Signature, threshold: float, max_distance: int, sketch_size: int) -> Verdict:
     """Near-duplicate when the Jaccard of the shingles (from the bottom-k sketches) reaches the threshold with
     enough evidence (enough_evidence). SimHash finds candidates and its distance is reported, but never decides:
     long texts of one sender or one frame fall within a few bits while sharing a third of their shingles.
     (max_distance is kept for callers that report whether the SimHash agrees.)"""
-    jaccard, shared = sketch_overlap(a.sketch, b.sketch, sketch_size)
+    jaccard, shared, union = view_overlap(a.sketch, b.sketch, sketch_size)
     distance = hamming(a.simhash, b.simhash) if a.simhash is not None and b.simhash is not None else None
-    union = union_seen(shared, len(a.sketch), len(b.sketch), sketch_size)
     duplicate = bool(jaccard >= threshold and shared > 0 and enough_evidence(shared, union, threshold))
     return Verdict(round(jaccard, 4), distance, duplicate)
 
@@ -152,17 +143,19 @@ class PairJudge:
         if fast is None:
             started = time.perf_counter()
             starts, values, lengths = table.starts.tolist(), table.values, table.lengths.tolist()
-            jaccards, shared_counts = [], []
+            jaccards, shared_counts, unions = [], [], []
             for i, j in zip(left.tolist(), right.tolist()):
-                jaccard, shared = sketch_overlap(values[starts[i] : starts[i] + lengths[i]],
-                                                 values[starts[j] : starts[j] + lengths[j]], self.sketch_size)
+                jaccard, shared, union = view_overlap(values[starts[i] : starts[i] + lengths[i]],
+                                                      values[starts[j] : starts[j] + lengths[j]], self.sketch_size)
                 jaccards.append(jaccard)
                 shared_counts.append(shared)
+                unions.append(union)
             jaccard, shared = np.array(jaccards, np.float64), np.array(shared_counts, np.int64)
+            union = np.array(unions, np.int64)
             self._numpy_seconds += time.perf_counter() - started
         else:
-            shared, jaccard = fast.overlaps(table.values, table.starts, table.lengths, left, right, self.sketch_size)
-        union = union_seen(shared, table.lengths[left], table.lengths[right], self.sketch_size)
+            shared, jaccard, union = fast.overlaps(table.values, table.starts, table.lengths, left, right,
+                                                   self.sketch_size)
         kept = np.flatnonzero((jaccard >= self.threshold) & (shared > 0) & enough_evidence(shared, union, self.threshold))
         distances = table.distances(left[kept], right[kept])
         return [(a, b, round(value, 4), distance) for a, b, value, distance in

@@ -19,6 +19,10 @@ share of the hash range, all of them up to CHAR_VIEW_FULL tokens and none from
 CHAR_VIEW_NONE, in between a share falling evenly. Two texts a few words apart in
 length keep nearly the same share, and the same n-grams within it, so no length
 makes a text and its edit on either side of it stop agreeing.
+
+The views are told apart by the lowest bit of a shingle hash: 0 for n-grams of
+tokens, 1 for those of characters. Verification compares two short texts by both
+views and by the token view alone, and containment by the token view alone.
 """
 
 from __future__ import annotations
@@ -84,6 +88,12 @@ CHAR_MULT = np.uint64(0xD6E8FEB86659FD93)
 # The character view (module docstring): whole up to this many tokens, none from the second, fading between.
 CHAR_VIEW_FULL = 16
 CHAR_VIEW_NONE = 48
+# Every limit is a multiple of this step: a sketch's largest odd hash, rounded up to it, tells its text's limit.
+CHAR_VIEW_STEP = (1 << 32) // (CHAR_VIEW_NONE - CHAR_VIEW_FULL)
+
+
+_TOKEN_VIEW = np.uint32(0xFFFFFFFE)  # a token n-gram's hash has its lowest bit clear
+_CHAR_VIEW = np.uint32(1)  # a character n-gram's hash has it set
 
 
 def char_view_limit(tokens: int) -> int:
@@ -92,7 +102,7 @@ def char_view_limit(tokens: int) -> int:
         return 1 << 32
     if tokens >= CHAR_VIEW_NONE:
         return 0
-    return ((CHAR_VIEW_NONE - tokens) << 32) // (CHAR_VIEW_NONE - CHAR_VIEW_FULL)
+    return (CHAR_VIEW_NONE - tokens) * CHAR_VIEW_STEP
 _S32 = np.uint64(32)
 _LOW32 = np.uint64(0xFFFFFFFF)
 TOKEN_SEED = 0x5EED
@@ -195,12 +205,12 @@ class Tokenizer:
     def shingles(self, stream: TokenStream) -> np.ndarray:
         """32-bit hashes of the n-grams (uint32, with repeats): of tokens, and for a text with a character view
         those of its characters it keeps; empty when there are no tokens."""
-        words = shingle_hashes(stream.hashes, self.ngram_size(stream))
+        words = shingle_hashes(stream.hashes, self.ngram_size(stream)) & _TOKEN_VIEW
         limit = char_view_limit(len(stream.tokens))
         if not self.char_ngram or stream.is_cjk or not stream.tokens or not limit:
             return words
         chars = shingle_hashes(char_hashes(joined_chars(stream.tokens)), self.char_ngram)
-        return np.concatenate((words, chars[chars.astype(np.uint64) < np.uint64(limit)]))
+        return np.concatenate((words, chars[chars.astype(np.uint64) < np.uint64(limit)] | _CHAR_VIEW))
 
     def shingle_sets(self, batch: TokenBatch) -> list[np.ndarray]:
         """The distinct shingle hashes of each text of a batch, sorted (uint32): what shingles() gives for
@@ -209,6 +219,7 @@ class Tokenizer:
         sizes = np.array([self.cjk_ngram if batch.is_cjk(i) else self.word_ngram for i in range(texts)], np.int64)
         values, owners = [], []
         _ngrams(batch.hashes, batch.bounds, sizes, values, owners)
+        values = [v & _TOKEN_VIEW for v in values]
         if batch.chars is not None and len(batch.chars):
             viewed = np.diff(batch.char_bounds) > 0
             limits = np.array([char_view_limit(batch.count(i)) for i in range(texts)], np.uint64)
@@ -216,7 +227,7 @@ class Tokenizer:
             _ngrams(batch.chars, batch.char_bounds, np.where(viewed, self.char_ngram, 0), char_values, char_owners)
             for v, o in zip(char_values, char_owners):
                 kept = v.astype(np.uint64) < limits[o]
-                values.append(v[kept])
+                values.append(v[kept] | _CHAR_VIEW)
                 owners.append(o[kept])
         if not values:
             return [np.empty(0, np.uint32) for _ in range(texts)]
