@@ -47,8 +47,8 @@ def _verdicts(pairs_of_sets, threshold=0.5, k=1024):
     return out
 
 
-def test_a_verdict_needs_evidence_scaled_to_the_sets():
-    one_of_two = judge(Signature(np.array([1], np.uint32), None), Signature(np.array([1, 2], np.uint32), None),
+def test_a_verdict_needs_evidence_and_never_refuses_complete_agreement():
+    one_of_two = judge(Signature(np.array([2], np.uint32), None), Signature(np.array([2, 4], np.uint32), None),
                        0.5, 3, 1024)
     assert one_of_two.jaccard == 0.5 and not one_of_two.duplicate
     # Complete agreement is never refused, however few the shingles; at any threshold.
@@ -56,14 +56,13 @@ def test_a_verdict_needs_evidence_scaled_to_the_sets():
         same = set(range(size))
         assert _verdicts([(same, same)]) == [True]
         assert _verdicts([(same, same)], threshold=0.95) == [True]
-    # The threshold's share of the union and one shingle more: 5 of 10 (a credit with another name) is not
-    # enough, 6 of 11 is; on large sets the margin is a rounding (201 of 401).
-    assert _verdicts([(set(range(8)), set(range(5)) | {20, 21}),    # 5 of 10
-                      (set(range(9)), set(range(6)) | {20, 21}),    # 6 of 11
-                      (set(range(100)), set(range(50, 150))),       # 50 of 150: under the threshold
-                      (set(range(300)), set(range(99, 400)))]) == [False, True, False, True]
+    # Otherwise five shared shingles: 4 of 6 is not enough, 5 of 10 is, as is half of a large union.
+    assert _verdicts([(set(range(5)), set(range(4)) | {20}),          # 4 of 6
+                      (set(range(8)), set(range(5)) | {20, 21}),      # 5 of 10
+                      (set(range(100)), set(range(50, 150))),         # 50 of 150: under the threshold
+                      (set(range(300)), set(range(100, 400)))]) == [False, True, False, True]
     # Sketches of large sets (estimated Jaccard from the k smallest of the union) follow the same rule.
-    assert _verdicts([(set(range(40)), set(range(2, 42))), (set(range(40)), set(range(8, 48)))], k=16) == [True, False]
+    assert _verdicts([(set(range(40)), set(range(2, 42))), (set(range(40)), set(range(10, 50)))], k=16) == [True, False]
 
 
 def test_very_short_texts_sharing_a_word_are_not_duplicates(db_path, tmp_path):
@@ -176,11 +175,15 @@ SHORT_DUPLICATES = [
     ("Ok", "OK!!"),
 ]
 TEMPLATES = [
-    ("November 13, 2001", "11/13/2001"),
-    ("（新华社记者李永宏摄）", "（新华社记者李刚摄）"),
     ("10 signs you grew up in Midtown Vancouver", "10 signs you grew up in Orangeville"),
     ("By Christina Cheddar 11/13/2001", "By John Smith 11/13/2001"),
     ("不错！", "不错的。"),
+]
+# Templates that share exactly the threshold's share of their shingles, and are near-duplicates by it: refusing
+# ties of small sets cost 10-20% edits of short Chinese texts three to four points of recall (verify.py).
+AT_THE_THRESHOLD = [
+    ("November 13, 2001", "11/13/2001"),
+    ("（新华社记者李永宏摄）", "（新华社记者李刚摄）"),
 ]
 
 
@@ -192,10 +195,15 @@ def test_short_texts_one_typo_or_tag_apart_are_near_duplicates_and_templates_are
         assert _paired(tmp_path / f"dup{i}.db", tmp_path, a, b), (a, b)
     for i, (a, b) in enumerate(TEMPLATES):
         assert not _paired(tmp_path / f"tpl{i}.db", tmp_path, a, b), (a, b)
+    with dedupdb.open(tmp_path / "probe.db") as db:
+        for a, b in AT_THE_THRESHOLD:
+            assert db.similarity(a, b) == 0.5, (a, b)
+    for i, (a, b) in enumerate(AT_THE_THRESHOLD):
+        assert _paired(tmp_path / f"tie{i}.db", tmp_path, a, b), (a, b)
 
 
 def test_short_text_verdicts_through_the_cli(cli, db_path, tmp_path):
-    lines = [text for pair in SHORT_DUPLICATES + TEMPLATES for text in pair]
+    lines = [text for pair in SHORT_DUPLICATES + TEMPLATES + AT_THE_THRESHOLD for text in pair]
     posts = write(tmp_path / "posts.txt", "".join(line + "\n" for line in lines))
     assert cli("add", str(posts), "--records", "lines").exit_code == 0
     result = cli("pairs")
@@ -205,6 +213,8 @@ def test_short_text_verdicts_through_the_cli(cli, db_path, tmp_path):
     given = len(SHORT_DUPLICATES)
     assert {(2 * i + 1, 2 * i + 2) for i in range(given)} <= found
     assert not found & {(2 * i + 1, 2 * i + 2) for i in range(given, given + len(TEMPLATES))}
+    ties = given + len(TEMPLATES)
+    assert {(2 * i + 1, 2 * i + 2) for i in range(ties, ties + len(AT_THE_THRESHOLD))} <= found
 
 
 def test_the_character_view_fades_with_length():
