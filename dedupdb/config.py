@@ -21,8 +21,9 @@ DEFAULT_DB_NAME = "dedupdb.sqlite"
 # 4: SimHash weighs words other than Chinese by a fixed table of word frequencies, not by an IDF learnt from the
 #    store, so that a text's SimHash no longer depends on what else was added or where an add's batches began
 #    (no migration can convert a store of 3: its texts must be read again, by reindex --from-sources).
-# 5: text not mostly CJK is shingled by character 5-grams of its tokens joined by spaces, not by word bigrams
-#    (its texts must be read again, by reindex --from-sources).
+# 5: short text not mostly CJK adds the character 5-grams of its tokens to its word bigrams (a view that fades
+#    from 16 to 48 tokens), and the lowest bit of a shingle hash tells the views apart (texts read again, by
+#    reindex --from-sources).
 ALGORITHM_VERSION = 5
 
 
@@ -60,8 +61,8 @@ class Settings:
 
     threshold: float = 0.5          # Jaccard similarity at or above which two documents are near-duplicates
     num_perm: int = 256             # MinHash permutations (53 bands x 4 rows at threshold 0.5)
-    word_ngram: int = 2             # shingle size for space-separated text (words), when char_ngram is 0
-    char_ngram: int = 5             # shingle size for space-separated text (characters); 0: words instead
+    word_ngram: int = 2             # shingle size for space-separated text (words)
+    char_ngram: int = 5             # character n-grams short space-separated text adds (text/tokens.py); 0: none
     cjk_ngram: int = 2              # shingle size for CJK text (characters)
     simhash_distance: int = 3       # Hamming distance for SimHash near-duplicates
     simhash_min_features: int = 60  # shorter documents are judged by MinHash only
