@@ -21,7 +21,10 @@ DEFAULT_DB_NAME = "dedupdb.sqlite"
 # 4: SimHash weighs words other than Chinese by a fixed table of word frequencies, not by an IDF learnt from the
 #    store, so that a text's SimHash no longer depends on what else was added or where an add's batches began
 #    (no migration can convert a store of 3: its texts must be read again, by reindex --from-sources).
-ALGORITHM_VERSION = 4
+# 5: short text not mostly CJK adds the character 5-grams of its tokens to its word bigrams (a view that fades
+#    from 16 to 48 tokens), and the lowest bit of a shingle hash tells the views apart (texts read again, by
+#    reindex --from-sources).
+ALGORITHM_VERSION = 5
 
 
 # How candidate pairs are found (lsh.py): LSH bands chosen for the threshold, or Broder's super-shingles
@@ -59,6 +62,7 @@ class Settings:
     threshold: float = 0.5          # Jaccard similarity at or above which two documents are near-duplicates
     num_perm: int = 256             # MinHash permutations (53 bands x 4 rows at threshold 0.5)
     word_ngram: int = 2             # shingle size for space-separated text (words)
+    char_ngram: int = 5             # character n-grams short space-separated text adds (text/tokens.py); 0: none
     cjk_ngram: int = 2              # shingle size for CJK text (characters)
     simhash_distance: int = 3       # Hamming distance for SimHash near-duplicates
     simhash_min_features: int = 60  # shorter documents are judged by MinHash only
@@ -74,8 +78,8 @@ class Settings:
             raise SettingValueError(f"threshold must be in (0, 1], got {self.threshold}")
         if not 16 <= self.num_perm <= 1024:
             raise SettingValueError(f"permutations must be between 16 and 1024, got {self.num_perm}")
-        if not 1 <= self.word_ngram <= 10 or not 1 <= self.cjk_ngram <= 10:
-            raise SettingValueError("shingle sizes must be between 1 and 10")
+        if not 1 <= self.word_ngram <= 10 or not 1 <= self.cjk_ngram <= 10 or not 0 <= self.char_ngram <= 10:
+            raise SettingValueError("shingle sizes must be between 1 and 10 (character n-grams: 0 for words)")
         if not 0 <= self.simhash_distance <= 15:
             raise SettingValueError(f"SimHash distance must be between 0 and 15, got {self.simhash_distance}")
         if not 1 <= self.containment_ngram <= 10 or not 1 <= self.winnow_window <= 64:

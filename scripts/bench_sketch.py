@@ -97,8 +97,9 @@ def main() -> None:
         sys.exit("numba cannot be imported")
 
     def fast_parts(batch: list[str]):
-        return fast.sketch_parts(batch, settings.word_ngram, settings.cjk_ngram, settings.containment_ngram,
-                                 settings.winnow_window, fast_path.minhasher.multipliers, fast_path.minhasher.offsets)
+        return fast.sketch_parts(batch, settings.word_ngram, settings.cjk_ngram, settings.char_ngram,
+                                 settings.containment_ngram, settings.winnow_window, fast_path.minhasher.multipliers,
+                                 fast_path.minhasher.offsets)
 
     for label, name in CORPORA.items():
         if not (EVAL / name).exists():

@@ -172,7 +172,7 @@ class Shingles:
     """The shingle sets dedupdb compares, for exact containment."""
 
     def __init__(self, settings: dedupdb.Settings) -> None:
-        self.tokenizer = Tokenizer(settings.word_ngram, settings.cjk_ngram)
+        self.tokenizer = Tokenizer(settings.word_ngram, settings.cjk_ngram)  # token n-grams: what containment counts
         self.sets: dict[str, np.ndarray] = {}
 
     def add(self, texts: dict[str, str]) -> None:

@@ -479,16 +479,17 @@ def ordered(a: str, b: str) -> tuple[str, str]:
 
 
 def dedupdb_pairs(texts: dict[str, str], workdir: Path, threshold: float | None,
-                  preset: str | None = None) -> tuple[PairScores, dict]:
+                  preset: str | None = None, **settings) -> tuple[PairScores, dict]:
     """Document-level pairs of a fresh dedupdb store holding texts, made with the given preset (None: the
     library's default): pairs of contents (jaccard, hamming from the pairs table) and documents sharing one
-    content ("exact"). Also returns the store's settings, candidate scheme and index rows."""
+    content ("exact"). Also returns the store's settings, candidate scheme and index rows; settings: other
+    settings of the store (char_ngram=0, ...)."""
     corpus = workdir / "docs.jsonl"
     with corpus.open("w", encoding="utf-8") as fh:
         for doc_id, text in texts.items():
             fh.write(json.dumps({"id": doc_id, "text": text}, ensure_ascii=False) + "\n")
     db_path = workdir / "store.sqlite"
-    with dedupdb.open(db_path, threshold=threshold, preset=preset) as db:
+    with dedupdb.open(db_path, threshold=threshold, preset=preset, **settings) as db:
         summary = db.add([corpus], records=RecordOptions("jsonl", "text", "id"))
         failed = summary.counts().get("failed", 0)
         if failed:

@@ -153,3 +153,4 @@ def test_init_help_quotes_the_real_defaults(runner):
     assert f"MinHash permutations [default: {defaults.num_perm}]" in text
     assert f"space-separated text [default: {defaults.word_ngram}]" in text
     assert f"CJK text [default: {defaults.cjk_ngram}]" in text
+    assert f"0 for none [default: {defaults.char_ngram}]" in text

@@ -93,14 +93,17 @@ def test_winnowing_keeps_the_minimum_of_every_window_and_finds_every_long_shared
 
 
 def test_containment_is_exact_for_small_texts_and_uses_fingerprints_for_a_passage_in_a_long_one():
-    small = Side(3, np.array([1, 5, 9], np.uint32), np.array([5], np.uint32))
-    large = Side(4, np.array([1, 5, 7, 9], np.uint32), np.array([5, 7], np.uint32))
+    small = Side(3, np.array([2, 10, 18], np.uint32), np.array([5], np.uint32))  # token n-grams: even hashes
+    large = Side(4, np.array([2, 10, 14, 18], np.uint32), np.array([5, 7], np.uint32))
     assert containment(small, large, 1024) == 1.0 and containment(large, small, 1024) == 0.75
     # A sketch of 8 hashes standing for 100 shingles covers only hashes up to 80: none of the passage's lie there,
     # so its fingerprints decide (all of them are among the long text's).
-    passage = Side(10, np.arange(100, 110, dtype=np.uint32), np.array([104, 107], np.uint32))
+    passage = Side(10, np.arange(100, 120, 2, dtype=np.uint32), np.array([104, 107], np.uint32))
     long = Side(100, np.arange(10, 90, 10, dtype=np.uint32), np.array([3, 104, 107, 500], np.uint32))
     assert containment(passage, long, 8) == 1.0
+    # A short text's character view (odd hashes) is not looked for: a long text has none.
+    viewed = Side(5, np.array([1, 2, 3, 10, 18], np.uint32), None)
+    assert containment(viewed, large, 1024) == 1.0
 
 
 # --- document pairs -----------------------------------------------------------------------------------------

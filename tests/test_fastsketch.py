@@ -77,8 +77,8 @@ def assert_same_parts(texts: list[str], settings: Settings) -> None:
     s = settings
     sketcher = Sketcher(s)
     expected = sketcher._parts(texts)
-    got = fastsketch.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.containment_ngram, s.winnow_window,
-                                  sketcher.minhasher.multipliers, sketcher.minhasher.offsets)
+    got = fastsketch.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.char_ngram, s.containment_ngram,
+                                  s.winnow_window, sketcher.minhasher.multipliers, sketcher.minhasher.offsets)
     shingles, signatures, words, prints, tokens, cjk = expected
     assert got[4] == tokens and got[5] == cjk
     assert got[1].dtype == signatures.dtype and np.array_equal(got[1], signatures)
@@ -119,7 +119,8 @@ def test_edge_cases_sketch_alike():
     texts = [normalize(t) for t in EDGE_CASES] + EDGE_CASES  # as stored, and raw: any str gives the same
     assert_same(texts)
     for settings in (Settings(word_ngram=1, cjk_ngram=1, containment_ngram=1, winnow_window=1), OTHER_SETTINGS,
-                     Settings(word_ngram=10, cjk_ngram=10, containment_ngram=10, winnow_window=64)):
+                     Settings(word_ngram=10, cjk_ngram=10, containment_ngram=10, winnow_window=64),
+                     Settings(char_ngram=0), Settings(char_ngram=1), Settings(char_ngram=10)):
         assert_same_parts(texts, settings)
 
 
@@ -130,6 +131,7 @@ def test_every_code_point_tokenizes_alike():
     alone = [" ".join(map(chr, points[i : i + step])) for i in range(0, len(points), step)]
     runs = ["".join(map(chr, points[i : i + step])) for i in range(0, len(points), step)]
     assert_same_parts(alone + runs, Settings(word_ngram=1, cjk_ngram=1, containment_ngram=1, winnow_window=1))
+    assert_same_parts(alone + runs, Settings(char_ngram=3))
 
 
 _PIECES = st.sampled_from([
@@ -141,10 +143,10 @@ _TEXT = st.lists(st.one_of(_PIECES, st.text(max_size=4)), max_size=30).map("".jo
 
 @hypothesis_settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts=st.lists(_TEXT, min_size=1, max_size=12), word_ngram=st.integers(1, 4), cjk_ngram=st.integers(1, 4),
-       containment_ngram=st.integers(1, 5), winnow_window=st.integers(1, 10))
-def test_random_text_sketches_alike(texts, word_ngram, cjk_ngram, containment_ngram, winnow_window):
-    settings = Settings(word_ngram=word_ngram, cjk_ngram=cjk_ngram, containment_ngram=containment_ngram,
-                        winnow_window=winnow_window, num_perm=16)
+       char_ngram=st.integers(0, 6), containment_ngram=st.integers(1, 5), winnow_window=st.integers(1, 10))
+def test_random_text_sketches_alike(texts, word_ngram, cjk_ngram, char_ngram, containment_ngram, winnow_window):
+    settings = Settings(word_ngram=word_ngram, cjk_ngram=cjk_ngram, char_ngram=char_ngram,
+                        containment_ngram=containment_ngram, winnow_window=winnow_window, num_perm=16)
     assert_same_parts(texts, settings)
     assert_same_parts([normalize(t) for t in texts], settings)
 

@@ -46,10 +46,10 @@ def test_union_find_components():
 
 def test_vanished_bridge_splits_cluster(tmp_path, db_path):
     folder = tmp_path / "chain"
-    # a ~ b and b ~ c (Jaccard 0.79), but a and c are further apart (0.62): b bridges them.
+    # a ~ b and b ~ c (Jaccard 0.83 and 0.80), but a and c are further apart (0.66): b bridges them.
     a = " ".join(WORDS)
-    b = " ".join(_replace(WORDS, [5, 6]))
-    c = " ".join(_replace(_replace(WORDS, [5, 6]), [20, 21]))
+    b = " ".join(_replace(WORDS, [5, 6, 7]))
+    c = " ".join(_replace(_replace(WORDS, [5, 6, 7]), [20, 21, 22]))
     for name, text in (("a.txt", a), ("b.txt", b), ("c.txt", c), ("other.txt", ENGLISH_OTHER)):
         write(folder / name, text)
     with dedupdb.open(db_path, threshold=0.7) as db:

@@ -152,6 +152,11 @@ def test_schema_6_signatures_are_cut_to_16_bits_and_a_reindex_from_sources_makes
     assert sum(blob == b"" for blob in stored.values()) == len(stored) - 1
     assert sum(len(blob) == 2 * len(signatures[cid]) for cid, blob in stored.items()) == 1
     conn = sqlite3.connect(db_path, isolation_level=None)
+    # A store of schema 6 kept sketches plain (4 bytes a hash); the Elias-Fano coded ones of today's store (the
+    # English texts' with their character view) came with schema 10, so those contents are left as they are.
+    plain = {cid for cid, shingles, sketch in conn.execute("SELECT id, shingles, sketch FROM contents")
+             if len(sketch) == 4 * min(shingles, 1024)}
+    signatures = {cid: low for cid, low in signatures.items() if cid in plain}
     for cid, low in signatures.items():  # what an older version kept: every signature, 32-bit, low halves as today's
         wide = low.astype(np.uint32) | (rng.integers(0, 1 << 16, len(low)).astype(np.uint32) << 16)
         conn.execute("UPDATE contents SET minhash = ? WHERE id = ?", (wide.astype("<u4").tobytes(), cid))
@@ -160,7 +165,8 @@ def test_schema_6_signatures_are_cut_to_16_bits_and_a_reindex_from_sources_makes
     conn.execute("PRAGMA user_version = 6")
     conn.close()
 
-    assert cli("report", "--format", "json").exit_code == 0  # opening migrates and rebuilds the index
+    opened = cli("report", "--format", "json")
+    assert opened.exit_code == 0, opened.output  # opening migrates and rebuilds the index
     assert cli("check").exit_code == 0
     with dedupdb.open(db_path) as db:
         # Algorithm 3: its signatures are today's, but its SimHashes were weighed by the corpus IDF it learnt, which

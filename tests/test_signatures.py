@@ -60,7 +60,8 @@ def test_different_seeds_give_different_signatures():
 def _sets_with_jaccard(rng, size, jaccard):
     inter = int(round(2 * size * jaccard / (1 + jaccard)))
     only = size - inter
-    universe = rng.choice(2**32 - 1, inter + 2 * only, replace=False).astype(np.uint32)
+    # Even values: shingles of tokens (an odd value is a character n-gram, compared by the rules of its view).
+    universe = 2 * rng.choice(2**31 - 1, inter + 2 * only, replace=False).astype(np.uint32)
     a = universe[:size]
     b = np.concatenate([universe[:inter], universe[size:]])
     return a, b, inter / (inter + 2 * only)
@@ -240,8 +241,8 @@ def test_distinct_matches_numpy_unique(values):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.integers(0, 2**32 - 1), max_size=80, unique=True),
-       st.lists(st.integers(0, 2**32 - 1), max_size=80, unique=True), st.integers(1, 64))
+@given(st.lists(st.integers(0, 2**31 - 1).map(lambda v: 2 * v), max_size=80, unique=True),
+       st.lists(st.integers(0, 2**31 - 1).map(lambda v: 2 * v), max_size=80, unique=True), st.integers(1, 64))
 def test_sketch_jaccard_is_exact_for_small_sets_and_agrees_with_sets(a, b, k):
     sa, sb = np.array(sorted(a), dtype=np.uint32), np.array(sorted(b), dtype=np.uint32)
     got = sketch_jaccard(bottom_k(sa, k)[0], bottom_k(sb, k)[0], k)
@@ -281,11 +282,12 @@ def test_minhash_of_long_texts_spans_chunks():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.one_of(_ascii_text, _mixed_text), max_size=8), st.integers(1, 3), st.integers(1, 3))
-def test_batch_shingles_and_word_counts_equal_one_text_at_a_time(texts, word_ngram, cjk_ngram):
+@given(st.lists(st.one_of(_ascii_text, _mixed_text), max_size=8), st.integers(1, 3), st.integers(1, 3),
+       st.integers(0, 5))
+def test_batch_shingles_and_word_counts_equal_one_text_at_a_time(texts, word_ngram, cjk_ngram, char_ngram):
     from dedupdb.text.hashing import distinct, distinct_counts
 
-    tokenizer = Tokenizer(word_ngram, cjk_ngram)
+    tokenizer = Tokenizer(word_ngram, cjk_ngram, char_ngram)
     batch = tokenizer.batch(texts)
     shingle_sets = tokenizer.shingle_sets(batch)
     word_counts = tokenizer.word_counts(batch)
@@ -361,10 +363,11 @@ def test_chinese_idf_is_read_without_jieba_analyse():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 2**32 - 1), max_size=120, unique=True), st.integers(0, 120), st.integers(0, 120),
-       st.integers(1, 80))
+@given(st.lists(st.integers(0, 2**31 - 1).map(lambda v: 2 * v), max_size=120, unique=True), st.integers(0, 120),
+       st.integers(0, 120), st.integers(1, 80))
 def test_sketch_overlap_counts_shared_shingles_like_sets(values, common, only_a, k):
-    """Sets built to overlap: the whole-set shortcut and the sampled path both give what the sets say."""
+    """Sets built to overlap (token n-grams: even hashes): the whole-set shortcut and the sampled path both give
+    what the sets say."""
     from dedupdb.sketch.minhash import sketch_overlap
 
     a = values[: common + only_a]
@@ -402,3 +405,23 @@ def test_distinct_first_counts_matches_numpy_unique(values):
     got = distinct_first_counts(array)
     expected = np.unique(array, return_index=True, return_counts=True)
     assert all(g.tolist() == e.tolist() for g, e in zip(got, expected))
+
+
+def test_character_views_compare_below_the_lower_of_the_two_limits():
+    """Whole sets compare their character n-grams (odd hashes) below the lower of the two views' limits (told by
+    the number of token n-grams, even hashes), so a text keeping more of its character n-grams (fewer tokens)
+    compares with a longer one by the same share."""
+    from dedupdb.sketch.minhash import view_limit, view_overlap
+    from dedupdb.text.tokens import CHAR_VIEW_FULL, char_view_limit
+
+    short = list(range(0, 2 * CHAR_VIEW_FULL, 2))   # 16 token n-grams: a text of 17 tokens
+    longer = short + [100, 102, 104]                 # the same with three words more
+    low, high = char_view_limit(CHAR_VIEW_FULL + 4), char_view_limit(CHAR_VIEW_FULL + 1)
+    chars = [1, 3, low - 1, low + 1, high - 1]       # the shorter text's character n-grams, up to its limit
+    a = np.array(sorted(short + chars), np.uint32)
+    b = np.array(sorted(longer + chars[:3]), np.uint32)  # the longer text keeps those below its lower limit
+    assert (view_limit(a), view_limit(b)) == (high, low)
+    assert view_overlap(a, b, 1024) == (19 / 22, 19, 22)  # its three new words alone differ
+    c = np.array(short, np.uint32)  # no character view: token n-grams alone
+    assert view_limit(c) == 0 and view_overlap(a, c, 1024) == (1.0, 16, 16)
+    assert view_overlap(a, b, 4)[2] == 4  # sketches of more than k: the sampled union, as it is

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedupdb.sketch.minhash import bottom_k, sketch_overlap
+from dedupdb.sketch.minhash import bottom_k, sketch_overlap, view_overlap
 from dedupdb.sketch.verify import PairJudge, Signature, SketchTable, judge
 
 fastverify = pytest.importorskip("dedupdb.sketch.fastverify")
@@ -33,8 +33,9 @@ def test_compiled_overlaps_equal_sketch_overlap(seed, k):
     left, right = np.triu_indices(len(sketches), 1)
     lengths = np.array([len(s) for s in sketches], np.int64)
     values = np.concatenate(sketches).astype(np.uint32)
-    shared, jaccard = fastverify.overlaps(values, np.cumsum(lengths) - lengths, lengths, left, right, k)
-    for a, b, s, j in zip(left.tolist(), right.tolist(), shared.tolist(), jaccard.tolist()):
+    shared, jaccard, union = fastverify.overlaps(values, np.cumsum(lengths) - lengths, lengths, left, right, k)
+    for a, b, s, j, u in zip(left.tolist(), right.tolist(), shared.tolist(), jaccard.tolist(), union.tolist()):
+        assert (j, s, u) == view_overlap(sketches[a], sketches[b], k)
         assert (j, s) == sketch_overlap(sketches[a], sketches[b], k)
 
 

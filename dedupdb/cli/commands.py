@@ -200,6 +200,7 @@ def init(
     permutations: Optional[int] = typer.Option(None, help=f"MinHash permutations \\[default: {_DEFAULTS.num_perm}]."),
     word_ngram: Optional[int] = typer.Option(None, help=f"Shingle size in words, for space-separated text \\[default: {_DEFAULTS.word_ngram}]."),
     cjk_ngram: Optional[int] = typer.Option(None, help=f"Shingle size in characters, for CJK text \\[default: {_DEFAULTS.cjk_ngram}]."),
+    char_ngram: Optional[int] = typer.Option(None, help=f"Size of the character n-grams short space-separated text adds to its words, 0 for none \\[default: {_DEFAULTS.char_ngram}]."),
     simhash_distance: Optional[int] = typer.Option(None, help=f"SimHash Hamming distance \\[default: {_DEFAULTS.simhash_distance}]."),
     preset: Optional[Preset] = typer.Option(
         None, help="How candidate pairs are found: LSH bands chosen for the threshold, or Broder's super-shingles "
@@ -217,6 +218,7 @@ def init(
         num_perm=permutations,
         word_ngram=word_ngram,
         cjk_ngram=cjk_ngram,
+        char_ngram=char_ngram,
         simhash_distance=simhash_distance,
         preset=preset.value if preset else None,
     ) as database:

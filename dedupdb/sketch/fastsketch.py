@@ -20,7 +20,8 @@ import numpy as np
 
 from dedupdb.jit import njit, types
 from dedupdb.text.hashing import FMIX_C1, FMIX_C2
-from dedupdb.text.tokens import ASCII_NOISE_MARKS, CJK, IS_CJK, NGRAM_MULT, REPOST_NOISE, TOKEN_SEED
+from dedupdb.text.tokens import (ASCII_NOISE_MARKS, CHAR_MULT, CHAR_VIEW_FULL, CHAR_VIEW_NONE, CHAR_VIEW_STEP, CJK, IS_CJK, NGRAM_MULT,
+                                 REPOST_NOISE, TOKEN_SEED)
 
 # Character classes, one per code point: as tokens._TOKEN sees them.
 _OTHER, _WORD, _DIGIT, _CJK_CHAR = 0, 1, 2, 3
@@ -37,6 +38,12 @@ _P3 = np.uint64(0x165667B19E3779F9)
 _P4 = np.uint64(0x85EBCA77C2B2AE63)
 _P5 = np.uint64(0x27D4EB2F165667C5)
 _MULT = np.uint64(NGRAM_MULT)
+_CHAR_MULT = np.uint64(CHAR_MULT)
+_CHAR_VIEW_FULL = CHAR_VIEW_FULL
+_CHAR_VIEW_STEP = CHAR_VIEW_STEP
+_TOKEN_VIEW = np.uint64(0xFFFFFFFE)
+_CHAR_VIEW = np.uint64(1)
+_CHAR_VIEW_NONE = CHAR_VIEW_NONE
 _C1 = np.uint64(FMIX_C1)
 _C2 = np.uint64(FMIX_C2)
 _BYTE = np.uint64(0xFF)
@@ -128,18 +135,22 @@ def xxh64(data, start, length, seed):
     return h
 
 
-@_jit(types.UniTuple(_i64, 2)(_bytes, _i64, _i64, _u8s, _b1, _u64s))
-def _tokenize(data, start, end, table, drop_rt, out):
-    """The token hashes of the UTF-8 text data[start:end] into out, as tokens.split_tokens and Tokenizer give them:
-    returns how many, and how many are CJK characters."""
+@_jit(types.UniTuple(_i64, 3)(_bytes, _i64, _i64, _u8s, _b1, _u64s, _u64s))
+def _tokenize(data, start, end, table, drop_rt, out, chars):
+    """The token hashes of the UTF-8 text data[start:end] into out, as tokens.split_tokens and Tokenizer give them,
+    and into chars the character hashes (tokens.char_hashes) of the tokens joined by single spaces: returns how
+    many tokens, how many of them are CJK characters, and how many characters."""
     m = 0
     cjk = 0
+    n = 0  # characters
     run = -1  # where the current run of word characters started
+    run_chars = 0  # characters before it (a space follows them when any do)
     has_word = False  # whether it holds a character other than a digit
     p = start
     while p <= end:
         cls = _OTHER  # the end closes the last run
         size = 1
+        code = 0
         if p < end:
             b = np.int64(data[p])
             if b < 0x80:
@@ -159,15 +170,23 @@ def _tokenize(data, start, end, table, drop_rt, out):
             if run < 0:
                 run = p
                 has_word = False
+                run_chars = n
+                if n > 0:
+                    chars[n] = np.uint64(33) * _CHAR_MULT  # a space: code point 32, plus one
+                    n += 1
             if cls == _WORD:
                 has_word = True
+            chars[n] = np.uint64(code + 1) * _CHAR_MULT
+            n += 1
         else:
             if run >= 0:
                 if has_word:  # a word
                     if not (drop_rt and p - run == 2 and data[run] == 114 and data[run + 1] == 116):  # "rt"
                         out[m] = xxh64(data, run, p - run, _SEED)
                         m += 1
-                else:  # a number: a token per digit
+                    else:
+                        n = run_chars
+                else:  # a number: a token per digit, and a space between its digits
                     q = run
                     while q < p:
                         b = data[q]
@@ -175,13 +194,24 @@ def _tokenize(data, start, end, table, drop_rt, out):
                         out[m] = xxh64(data, q, digit, _SEED)
                         m += 1
                         q += digit
+                    first = run_chars + 1 if run_chars > 0 else 0  # its first digit
+                    digits = n - first
+                    for k in range(digits - 1, 0, -1):  # spread from the end: 2k is where digit k goes
+                        chars[first + 2 * k] = chars[first + k]
+                        chars[first + 2 * k - 1] = np.uint64(33) * _CHAR_MULT
+                    n = first + 2 * digits - 1
                 run = -1
             if cls == _CJK_CHAR:
                 out[m] = xxh64(data, p, size, _SEED)
                 m += 1
                 cjk += 1
+                if n > 0:
+                    chars[n] = np.uint64(33) * _CHAR_MULT
+                    n += 1
+                chars[n] = np.uint64(code + 1) * _CHAR_MULT
+                n += 1
         p += size
-    return m, cjk
+    return m, cjk, n
 
 
 @_jit(_i64(_u64s, _i64, _i64, _u64s))
@@ -287,8 +317,8 @@ def collapse_spaces(data):
 
 
 @_jit(types.Tuple((types.uint32[:, ::1], _i64s, _i64s, _u64s, _u64s, _u64s, _i64x2))(
-    _bytes, _i64x2, _i64s, _u8s, _u8s, _i64, _i64, _i64, _i64, _u32s, _u32s))
-def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram, run_ngram, window, a, b):
+    _bytes, _i64x2, _i64s, _u8s, _u8s, _i64, _i64, _i64, _i64, _i64, _u32s, _u32s))
+def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram, char_ngram, run_ngram, window, a, b):
     """Everything Sketcher computes per text but the content hash and Chinese SimHash, for a batch.
 
     data: UTF-8; spans[i]: (start, end) in data of what text i tokenizes; cjk_given[i]: its CJK characters when
@@ -305,8 +335,10 @@ def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram,
         longest = max(longest, spans[i, 1] - spans[i, 0])
         total += spans[i, 1] - spans[i, 0]
     hashes = np.empty(longest, np.uint64)  # a token takes at least a byte
-    work = np.empty(longest, np.uint64)
-    scratch = np.empty(longest, np.uint64)
+    chars = np.empty(2 * longest, np.uint64)  # a character takes at least a byte, and a space may follow it
+    char_grams = np.empty(2 * longest, np.uint64)
+    work = np.empty(3 * longest, np.uint64)  # token n-grams, then character n-grams
+    scratch = np.empty(3 * longest, np.uint64)
     counts = np.empty((8, 256), np.int64)
     perms = a.shape[0]
     signatures = np.empty((texts, perms), np.uint32)
@@ -322,7 +354,7 @@ def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram,
     p_used = 0
     w_used = 0
     for i in range(texts):
-        m, c = _tokenize(data, spans[i, 0], spans[i, 1], table, drop_rt[i] != 0, hashes)
+        m, c, n = _tokenize(data, spans[i, 0], spans[i, 1], table, drop_rt[i] != 0, hashes, chars)
         if cjk_given[i] >= 0:
             c = cjk_given[i]
         tokens[i] = m
@@ -335,6 +367,18 @@ def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram,
             # Shingles, distinct and sorted, and their MinHash.
             start = s_used
             width = _grams(hashes, m, cjk_ngram if mostly_cjk else word_ngram, work)
+            for q in range(width):
+                work[q] &= _TOKEN_VIEW  # the views told apart by the lowest bit (tokens.py)
+            if not mostly_cjk and char_ngram > 0 and m < _CHAR_VIEW_NONE:  # the character view (tokens.char_view_limit)
+                if m <= _CHAR_VIEW_FULL:
+                    limit = np.uint64(1) << _S32
+                else:
+                    limit = np.uint64(_CHAR_VIEW_NONE - m) * np.uint64(_CHAR_VIEW_STEP)
+                grams = _grams(chars, n, char_ngram, char_grams)
+                for q in range(grams):
+                    if char_grams[q] < limit:
+                        work[width] = char_grams[q] | _CHAR_VIEW
+                        width += 1
             shingles, s_used = _append_distinct(work, width, scratch, counts, shingles, s_used, False)
             low = signatures[i]
             for k in range(perms):
@@ -437,13 +481,13 @@ def _encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     return data, spans, cjk_given, drop_rt
 
 
-def sketch_parts(texts: list[str], word_ngram: int, cjk_ngram: int, run_ngram: int, window: int,
+def sketch_parts(texts: list[str], word_ngram: int, cjk_ngram: int, char_ngram: int, run_ngram: int, window: int,
                  a: np.ndarray, b: np.ndarray):
     """For each text: its distinct sorted shingles, MinHash signature (rows of one array), distinct word hashes
     and counts (None for mostly-CJK or empty text), winnowed fingerprints, token count and whether it is mostly
     CJK; what Sketcher's numpy path gives (a and b: the MinHasher's)."""
     signatures, tokens, cjk, shingles, prints, words, bounds = sketch_kernel(
-        *_encode(texts), char_classes(), word_ngram, cjk_ngram, run_ngram, window, a, b)
+        *_encode(texts), char_classes(), word_ngram, cjk_ngram, char_ngram, run_ngram, window, a, b)
     shingles, prints = shingles.astype(np.uint32), prints.astype(np.uint32)
     values, counts = words[0::2].copy(), words[1::2].view(np.int64).copy()  # contiguous, as numpy's are
     tokens = tokens.tolist()

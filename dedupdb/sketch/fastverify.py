@@ -7,33 +7,65 @@ from __future__ import annotations
 import numpy as np
 
 from dedupdb.jit import njit, types
+from dedupdb.text.tokens import CHAR_VIEW_FULL as _FULL, CHAR_VIEW_NONE as _NONE, CHAR_VIEW_STEP
 
 _i64s = types.int64[::1]
 _u32s = types.Array(types.uint32, 1, "C", readonly=True)
 
 
-@njit(types.Tuple((_i64s, types.float64[::1]))(_u32s, _i64s, _i64s, _i64s, _i64s, types.int64), cache=True)
-def _overlaps(values, starts, lengths, left, right, k):
-    """(shared, Jaccard) of the sketches left[i] and right[i], each the sorted values[starts[j]:][:lengths[j]]:
+@njit(types.int64(_u32s, types.int64, types.int64, types.int64), cache=True)
+def _view_limit(values, start, length, step):
+    """minhash.view_limit of values[start:start + length]."""
+    odd = 0
+    for q in range(start, start + length):
+        odd += values[q] & 1
+    if odd == 0:
+        return 0
+    tokens = length - odd + 1
+    if tokens <= _FULL:
+        return np.int64(1) << 32
+    return max(_NONE - tokens, 0) * step
+
+
+@njit(types.int64(_u32s, types.int64, types.int64, types.int64), cache=True)
+def _kept(values, start, length, cut):
+    """How many of values[start:start + length] are even or below cut."""
+    kept = 0
+    for q in range(start, start + length):
+        kept += ((values[q] & 1) == 0) | (np.int64(values[q]) < cut)
+    return kept
+
+
+@njit(types.Tuple((_i64s, types.float64[::1], _i64s))(_u32s, _i64s, _i64s, _i64s, _i64s, types.int64, types.int64),
+      cache=True)
+def _overlaps(values, starts, lengths, left, right, k, step):
+    """(shared, Jaccard, union) of the sketches left[i] and right[i], each the sorted values[starts[j]:][:lengths[j]]:
     the union's k smallest distinct values are walked in order, counting those in both (Broder 1997); two whole
-    sets (both under k values) give the exact Jaccard."""
+    sets (both under k values) give the exact Jaccard, their character views compared up to the lower of the two
+    (minhash.view_overlap)."""
     n = len(left)
     shared_out = np.zeros(n, np.int64)
     jaccard_out = np.zeros(n, np.float64)
+    union_out = np.zeros(n, np.int64)
     for p in range(n):
         a0, na = starts[left[p]], lengths[left[p]]
         b0, nb = starts[right[p]], lengths[right[p]]
         if na == 0 or nb == 0:
             continue
         i = j = shared = union = 0
-        if na < k and nb < k:  # both whole: count the common values, without branches to mispredict
-            while i < na and j < nb:
+        if na < k and nb < k:  # both whole: the views as minhash.view_overlap compares them
+            cut = min(_view_limit(values, a0, na, step), _view_limit(values, b0, nb, step))
+            kept_a = _kept(values, a0, na, cut)
+            kept_b = _kept(values, b0, nb, cut)
+            while i < na and j < nb:  # count the common values kept, without branches to mispredict
                 x, y = values[a0 + i], values[b0 + j]
-                shared += x == y
+                shared += (x == y) & (((x & 1) == 0) | (np.int64(x) < cut))
                 i += x <= y
                 j += y <= x
+            union = kept_a + kept_b - shared
             shared_out[p] = shared
-            jaccard_out[p] = shared / (na + nb - shared)
+            jaccard_out[p] = shared / union if union else 0.0
+            union_out[p] = union
             continue
         while union < k and (i < na or j < nb):
             if j >= nb or (i < na and values[a0 + i] < values[b0 + j]):
@@ -47,13 +79,14 @@ def _overlaps(values, starts, lengths, left, right, k):
             union += 1
         shared_out[p] = shared
         jaccard_out[p] = shared / union
-    return shared_out, jaccard_out
+        union_out[p] = union
+    return shared_out, jaccard_out, union_out
 
 
 def overlaps(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray, left: np.ndarray, right: np.ndarray,
-                k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(shared, Jaccard) arrays of the pairs of sketches left[i] and right[i], sketch j being
+                k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(shared, Jaccard, union) arrays of the pairs of sketches left[i] and right[i], sketch j being
     values[starts[j]:][:lengths[j]]."""
     return _overlaps(np.ascontiguousarray(values, np.uint32), np.ascontiguousarray(starts, np.int64),
                      np.ascontiguousarray(lengths, np.int64), np.ascontiguousarray(left, np.int64),
-                     np.ascontiguousarray(right, np.int64), int(k))
+                     np.ascontiguousarray(right, np.int64), int(k), CHAR_VIEW_STEP)

@@ -90,7 +90,7 @@ class Sketcher:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.tokenizer = Tokenizer(settings.word_ngram, settings.cjk_ngram)
+        self.tokenizer = Tokenizer(settings.word_ngram, settings.cjk_ngram, settings.char_ngram)
         self.minhasher = MinHasher(settings.num_perm, settings.seed)
         self._numpy_seconds = 0.0  # spent sketching with numpy (batches and single texts)
 
@@ -104,8 +104,8 @@ class Sketcher:
             self._numpy_seconds += time.perf_counter() - started
         else:
             s = self.settings
-            parts = fast.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.containment_ngram, s.winnow_window,
-                                      self.minhasher.multipliers, self.minhasher.offsets)
+            parts = fast.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.char_ngram, s.containment_ngram,
+                                      s.winnow_window, self.minhasher.multipliers, self.minhasher.offsets)
         shingle_sets, signatures, word_counts, winnows, token_counts, mostly_cjk = parts
         signatures = _kept(signatures)
         worded = [i for i in range(len(texts)) if token_counts[i] and not mostly_cjk[i]]  # weighted by word_weights

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dedupdb.text import hashing
+from dedupdb.text.tokens import char_view_limit
 
 # Shingles hashed in one numpy pass: keeps the (shingles x permutations)
 # matrix around a megabyte so it stays in cache.
@@ -63,24 +64,58 @@ def sketch_jaccard(sketch_a: NDArray[np.uint32], sketch_b: NDArray[np.uint32], k
 
 
 def sketch_overlap(sketch_a: NDArray[np.uint32], sketch_b: NDArray[np.uint32], k: int) -> tuple[float, int]:
-    """(Jaccard, shared shingles seen) from two bottom-k sketches: both exact when both sets have fewer than k
-    shingles; above that, the shared count is that of the sample (at least about Jaccard x k).
+    """(Jaccard, shared shingles seen) from two bottom-k sketches: view_overlap without the union."""
+    return view_overlap(sketch_a, sketch_b, k)[:2]
+
+
+def view_overlap(sketch_a: NDArray[np.uint32], sketch_b: NDArray[np.uint32], k: int) -> tuple[float, int, int]:
+    """(Jaccard, shared shingles seen, union seen) from two bottom-k sketches: all exact when both sets have fewer
+    than k shingles; above that, the shared count is that of the sample (at least about Jaccard x k) and the union
+    is k.
 
     The k smallest hashes of A u B all lie in the union of the two sketches, and
     an element that small belongs to A exactly when it is in A's sketch, so the
     share of them found in both sketches estimates |A n B| / |A u B| (Broder 1997).
+
+    Two whole sets are compared by their token n-grams (even hashes) and by the character n-grams (odd hashes) of
+    a short text's character view (tokens.py) below the lower of the two views' limits: a text keeps the
+    character n-grams whose hash lies below a limit that falls with its length (told by its token n-grams: see
+    view_limit), so below the lower limit each set holds every character n-gram its text has, and two texts a
+    few words apart in length compare by the same share of their character n-grams.
+    A text without a character view (long, or mostly CJK) makes the comparison one of token n-grams alone.
     """
     if len(sketch_a) == 0 or len(sketch_b) == 0:
-        return 0.0, 0
-    merged = np.concatenate((sketch_a, sketch_b))
-    merged.sort()  # each sketch is a set: a value occurs at most twice
+        return 0.0, 0, 0
     if len(sketch_a) < k and len(sketch_b) < k:
         # Both sets whole: every value seen twice is shared, and the union is all the others once. Verifying a
         # batch calls this for every candidate, so the short way counts (half the time of the general one).
+        limit_a, limit_b = view_limit(sketch_a), view_limit(sketch_b)
+        if limit_a or limit_b:  # a character view on either side
+            cut = min(limit_a, limit_b)
+            sketch_a, sketch_b = _below(sketch_a, cut), _below(sketch_b, cut)
+        merged = np.concatenate((sketch_a, sketch_b))
+        merged.sort()  # each sketch is a set: a value occurs at most twice
         shared = int(np.count_nonzero(merged[1:] == merged[:-1]))
-        return shared / (len(merged) - shared), shared
+        union = len(merged) - shared
+        return (shared / union if union else 0.0), shared, union
+    merged = np.concatenate((sketch_a, sketch_b))
+    merged.sort()
     repeated = merged[1:] == merged[:-1]
     union = merged[np.concatenate(([True], ~repeated))][:k]  # a sketch of k hashes may stand for more: estimate
     both = merged[1:][repeated]
     shared = int(np.count_nonzero(both <= union[-1]))
-    return shared / len(union), shared
+    return shared / len(union), shared, len(union)
+
+
+def view_limit(sketch: NDArray[np.uint32]) -> int:
+    """The limit of a whole sketch's character view (0 when it has none): that of a text of one token more than
+    it has token n-grams (even values). A text repeating a word bigram has fewer, and is given a limit a step or
+    so higher than its own, never lower: the other text's character n-grams above its own limit then count as
+    not shared."""
+    odd = int(np.count_nonzero(sketch & np.uint32(1)))
+    return char_view_limit(len(sketch) - odd + 1) if odd else 0
+
+
+def _below(sketch: NDArray[np.uint32], cut: int) -> NDArray[np.uint32]:
+    """The even values of a sketch and the odd ones below cut."""
+    return sketch[((sketch & np.uint32(1)) == 0) | (sketch.astype(np.int64) < cut)]

@@ -9,7 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from dedupdb.sketch.minhash import sketch_overlap
+from dedupdb.sketch.minhash import view_overlap
 from dedupdb.sketch.simhash import hamming
 from dedupdb.text.hashing import ranges
 
@@ -29,22 +29,33 @@ class Verdict:
     duplicate: bool
 
 
-# A verdict needs this many shingles in common besides the Jaccard: "不错！" and "不错的。" share one bigram of
-# two, and 0.5 of almost nothing is no evidence. Chosen by measurement (scripts/eval_precision.py, default
-# samples): on Chinese reviews 1 -> 0.60% strict false pairs, 3 -> 0.52%, 5 -> 0.40%, with format, light and
-# repost recall 0.997 and heavy 0.965; a threshold raised for small sets as well (+0.1/sqrt(union)) cut heavy
-# recall to 0.93 for 0.38%, and was left out.
+# Evidence besides the Jaccard: at least this many shared shingles, or all of them when the union holds fewer.
+# "不错！" and "不错的。" share one bigram of two, and 0.5 of almost nothing is no evidence; but two sets that agree
+# completely ("You have been lovely" and the same with a hashtag, the tag left out) are never refused, however
+# small. Chosen by measurement (scripts/eval_precision.py, default samples): on Chinese reviews a fixed 1 ->
+# 0.60% strict false pairs, 3 -> 0.52%, 5 -> 0.40%; a count scaled to the union instead (the threshold's share of
+# the union plus one shingle, which also refuses a photo credit with another name, 5 of 10 bigrams) cost 10-20%
+# edits 0.965 -> 0.938 on SophonPlus and 0.963 -> 0.923 on THUCNews, whose edits often land on exactly half of
+# a small union, for 0.47% false pairs on SophonPlus; a threshold raised for small sets (+0.1/sqrt(union)) cut
+# heavy recall to 0.93 for 0.38%. Short English texts rest on their character view (tokens.py), dozens of
+# shingles for five words, and meet this count whenever they reach the threshold.
 MIN_SHARED_SHINGLES = 5
 
 
+def enough_evidence(shared, union):
+    """Whether shared of union shingles are evidence enough (numbers or numpy arrays): MIN_SHARED_SHINGLES, or
+    every shingle when the union holds fewer."""
+    return (shared >= np.minimum(MIN_SHARED_SHINGLES, union)) & (shared > 0)
+
+
 def judge(a: Signature, b: Signature, threshold: float, max_distance: int, sketch_size: int) -> Verdict:
-    """Near-duplicate when the Jaccard of the shingles (from the bottom-k sketches) reaches the threshold and
-    rests on at least MIN_SHARED_SHINGLES shared shingles. SimHash finds candidates and its distance is reported,
-    but never decides: long texts of one sender or one frame fall within a few bits while sharing a third of
-    their shingles. (max_distance is kept for callers that report whether the SimHash agrees.)"""
-    jaccard, shared = sketch_overlap(a.sketch, b.sketch, sketch_size)
+    """Near-duplicate when the Jaccard of the shingles (from the bottom-k sketches) reaches the threshold with
+    enough evidence (enough_evidence). SimHash finds candidates and its distance is reported, but never decides:
+    long texts of one sender or one frame fall within a few bits while sharing a third of their shingles.
+    (max_distance is kept for callers that report whether the SimHash agrees.)"""
+    jaccard, shared, union = view_overlap(a.sketch, b.sketch, sketch_size)
     distance = hamming(a.simhash, b.simhash) if a.simhash is not None and b.simhash is not None else None
-    duplicate = jaccard >= threshold and shared >= MIN_SHARED_SHINGLES
+    duplicate = bool(jaccard >= threshold and enough_evidence(shared, union))
     return Verdict(round(jaccard, 4), distance, duplicate)
 
 
@@ -134,17 +145,20 @@ class PairJudge:
         if fast is None:
             started = time.perf_counter()
             starts, values, lengths = table.starts.tolist(), table.values, table.lengths.tolist()
-            jaccards, shared_counts = [], []
+            jaccards, shared_counts, unions = [], [], []
             for i, j in zip(left.tolist(), right.tolist()):
-                jaccard, shared = sketch_overlap(values[starts[i] : starts[i] + lengths[i]],
-                                                 values[starts[j] : starts[j] + lengths[j]], self.sketch_size)
+                jaccard, shared, union = view_overlap(values[starts[i] : starts[i] + lengths[i]],
+                                                      values[starts[j] : starts[j] + lengths[j]], self.sketch_size)
                 jaccards.append(jaccard)
                 shared_counts.append(shared)
+                unions.append(union)
             jaccard, shared = np.array(jaccards, np.float64), np.array(shared_counts, np.int64)
+            union = np.array(unions, np.int64)
             self._numpy_seconds += time.perf_counter() - started
         else:
-            shared, jaccard = fast.overlaps(table.values, table.starts, table.lengths, left, right, self.sketch_size)
-        kept = np.flatnonzero((jaccard >= self.threshold) & (shared >= MIN_SHARED_SHINGLES))
+            shared, jaccard, union = fast.overlaps(table.values, table.starts, table.lengths, left, right,
+                                                   self.sketch_size)
+        kept = np.flatnonzero((jaccard >= self.threshold) & enough_evidence(shared, union))
         distances = table.distances(left[kept], right[kept])
         return [(a, b, round(value, 4), distance) for a, b, value, distance in
                 zip(pairs[kept, 0].tolist(), pairs[kept, 1].tolist(), jaccard[kept].tolist(), distances)]

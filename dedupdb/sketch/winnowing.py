@@ -96,13 +96,15 @@ class Side:
 
 
 def containment(a: Side, b: Side, sketch_size: int) -> float | None:
-    """The share of a's shingles that b holds (None when nothing tells: a has no shingles)."""
+    """The share of a's shingles that b holds (None when nothing tells: a has no shingles); of their token n-grams
+    alone (even hashes), since a long text has no character view for a short one's to be found in (tokens.py)."""
     if len(a.sketch) == 0:
         return None
     b_whole = b.shingles <= sketch_size
     # Every shingle of b hashing at or below its sketch's largest value is in its sketch: a's sketched shingles in
     # that range are a sample of a, each known to be in b or not.
     sample = a.sketch if b_whole or len(b.sketch) == 0 else a.sketch[: np.searchsorted(a.sketch, b.sketch[-1], "right")]
+    sample = sample[(sample & np.uint32(1)) == 0]
     exact = a.shingles <= sketch_size and b_whole
     # Otherwise whichever rests on more of a: the sample, or its fingerprints (a passage in a long text, whose
     # sketch covers few of the passage's shingles, keeps every one of its fingerprints there).

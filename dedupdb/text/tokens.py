@@ -5,11 +5,24 @@ own (Chinese needs no segmentation for shingles), and so is each digit of a
 number (a row of figures compares digit by digit, so one changed digit or an
 added prefix breaks a shingle or two, not the whole number); every other run of
 letters and digits ("ld2d", "covid19") is a word token, and punctuation is
-dropped. A document whose tokens are mostly CJK
-characters is shingled with character n-grams, any other with word n-grams, so
-mixed text is handled by its dominant script. (One scheme for all lengths of
-space-separated text: with character n-grams below some length, a text and its
-edit on either side of that length would share no shingle at all.)
+dropped. A document whose tokens are mostly CJK characters is shingled with
+n-grams of those tokens (character bigrams), so mixed text is handled by its
+dominant script. Any other is shingled with word n-grams and, while it is short,
+with character n-grams of its tokens joined by single spaces as well (char_view):
+a typo or a changed word breaks only the few character n-grams that cross it,
+where it breaks two of the five word bigrams of a six-word sentence. Long texts
+keep word n-grams alone: character n-grams would cost four times the shingles
+and let texts sharing a frame (mailings) share common letter runs in what
+differs. The character view fades with length instead of stopping at one: a
+text of n tokens keeps the character n-grams whose hash falls in the lowest
+share of the hash range, all of them up to CHAR_VIEW_FULL tokens and none from
+CHAR_VIEW_NONE, in between a share falling evenly. Two texts a few words apart in
+length keep nearly the same share, and the same n-grams within it, so no length
+makes a text and its edit on either side of it stop agreeing.
+
+The views are told apart by the lowest bit of a shingle hash: 0 for n-grams of
+tokens, 1 for those of characters. Verification compares two short texts by both
+views and by the token view alone, and containment by the token view alone.
 """
 
 from __future__ import annotations
@@ -70,6 +83,26 @@ _ASCII_SEPARATORS = bytes(b if chr(b).isalnum() or b == ord("_") else ord(" ") f
 _JIEBA_WORD = _Lazy(rf"[{CJK}\w]")
 
 NGRAM_MULT = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplication is a bijection mod 2**64
+# A character's hash in character n-grams: (code point + 1) times this odd constant (the n-gram's mixing follows).
+CHAR_MULT = np.uint64(0xD6E8FEB86659FD93)
+# The character view (module docstring): whole up to this many tokens, none from the second, fading between.
+CHAR_VIEW_FULL = 16
+CHAR_VIEW_NONE = 48
+# Every limit is a multiple of this step: a sketch's largest odd hash, rounded up to it, tells its text's limit.
+CHAR_VIEW_STEP = (1 << 32) // (CHAR_VIEW_NONE - CHAR_VIEW_FULL)
+
+
+_TOKEN_VIEW = np.uint32(0xFFFFFFFE)  # a token n-gram's hash has its lowest bit clear
+_CHAR_VIEW = np.uint32(1)  # a character n-gram's hash has it set
+
+
+def char_view_limit(tokens: int) -> int:
+    """Character n-gram hashes below this are kept for a text of this many tokens (2**32: all, 0: none)."""
+    if tokens <= CHAR_VIEW_FULL:
+        return 1 << 32
+    if tokens >= CHAR_VIEW_NONE:
+        return 0
+    return (CHAR_VIEW_NONE - tokens) * CHAR_VIEW_STEP
 _S32 = np.uint64(32)
 _LOW32 = np.uint64(0xFFFFFFFF)
 TOKEN_SEED = 0x5EED
@@ -78,7 +111,7 @@ _CACHE_LIMIT = 2_000_000
 
 @dataclass(frozen=True)
 class TokenStream:
-    tokens: list[str] | list[bytes]  # bytes from the ASCII path; either way only their number is used
+    tokens: list[str] | list[bytes]  # bytes from the ASCII path
     hashes: np.ndarray  # uint64, one per token
     cjk_tokens: int
 
@@ -105,6 +138,11 @@ class TokenBatch:
     hashes: np.ndarray  # uint64
     bounds: np.ndarray  # int64, one more than there are texts
     cjk: list[int]      # CJK characters in each text
+    # Character hashes (char_hashes) of each text's tokens joined by single spaces, chars[char_bounds[i]:
+    # char_bounds[i + 1]]: only for texts with a character view (not mostly CJK, char_ngram > 0, fewer than
+    # CHAR_VIEW_NONE tokens), else none.
+    chars: np.ndarray | None = None
+    char_bounds: np.ndarray | None = None
 
     def count(self, i: int) -> int:
         return int(self.bounds[i + 1] - self.bounds[i])
@@ -117,9 +155,10 @@ class Tokenizer:
     """Turns normalized text into tokens and 32-bit shingle hashes, a batch of texts at a time; caches token
     hashes."""
 
-    def __init__(self, word_ngram: int, cjk_ngram: int) -> None:
+    def __init__(self, word_ngram: int, cjk_ngram: int, char_ngram: int = 0) -> None:
         self.word_ngram = word_ngram
         self.cjk_ngram = cjk_ngram
+        self.char_ngram = char_ngram  # 0: no character view
         self._hash_cache: dict[str | bytes, int] = {}
 
     def stream(self, normalized_text: str) -> TokenStream:
@@ -130,12 +169,22 @@ class Tokenizer:
     def batch(self, normalized_texts: list[str]) -> TokenBatch:
         every: list = []
         counts, cjk = [0], []
+        chars: list[np.ndarray] = []
+        char_counts = [0]
         for text in normalized_texts:
             tokens, characters = split_tokens(text)
             every += tokens
             counts.append(len(tokens))
             cjk.append(characters)
-        return TokenBatch(self._hashes(every), np.cumsum(counts), cjk)
+            if self.char_ngram:
+                viewed = len(tokens) < CHAR_VIEW_NONE and not _mostly_cjk(len(tokens), characters)
+                joined = joined_chars(tokens) if viewed else _NO_CHARS
+                chars.append(joined)
+                char_counts.append(len(joined))
+        if not self.char_ngram:
+            return TokenBatch(self._hashes(every), np.cumsum(counts), cjk)
+        codes = np.concatenate(chars) if chars else _NO_CHARS
+        return TokenBatch(self._hashes(every), np.cumsum(counts), cjk, char_hashes(codes), np.cumsum(char_counts))
 
     def _hashes(self, tokens: list) -> np.ndarray:
         """64-bit hashes of tokens (str or, from the ASCII path, the same text as bytes: both hash alike)."""
@@ -154,32 +203,32 @@ class Tokenizer:
         return self.cjk_ngram if stream.is_cjk else self.word_ngram
 
     def shingles(self, stream: TokenStream) -> np.ndarray:
-        """32-bit hashes of the token n-grams (uint32, with repeats); empty when there are no tokens."""
-        return shingle_hashes(stream.hashes, self.ngram_size(stream))
+        """32-bit hashes of the n-grams (uint32, with repeats): of tokens, and for a text with a character view
+        those of its characters it keeps; empty when there are no tokens."""
+        words = shingle_hashes(stream.hashes, self.ngram_size(stream)) & _TOKEN_VIEW
+        limit = char_view_limit(len(stream.tokens))
+        if not self.char_ngram or stream.is_cjk or not stream.tokens or not limit:
+            return words
+        chars = shingle_hashes(char_hashes(joined_chars(stream.tokens)), self.char_ngram)
+        return np.concatenate((words, chars[chars.astype(np.uint64) < np.uint64(limit)] | _CHAR_VIEW))
 
     def shingle_sets(self, batch: TokenBatch) -> list[np.ndarray]:
         """The distinct shingle hashes of each text of a batch, sorted (uint32): what shingles() gives for
         each, computed for all texts together."""
         texts = len(batch.cjk)
-        counts = np.diff(batch.bounds)
         sizes = np.array([self.cjk_ngram if batch.is_cjk(i) else self.word_ngram for i in range(texts)], np.int64)
         values, owners = [], []
-        for n in sorted(set(sizes.tolist())):  # not np.unique, which loads numpy.ma: a cold query feels it
-            # Texts of at least n tokens: one shingle per start position whose n tokens lie in the text.
-            full = np.flatnonzero((sizes == n) & (counts >= n))
-            if len(full):
-                spans = counts[full] - n + 1
-                owner = np.repeat(full, spans)
-                positions = ranges(batch.bounds[full], spans)
-                acc = batch.hashes[positions]
-                for j in range(1, n):
-                    acc = acc * NGRAM_MULT
-                    acc ^= batch.hashes[positions + j]
-                values.append((fmix64(acc) >> _S32).astype(np.uint32))
-                owners.append(owner)
-        for i in np.flatnonzero((counts > 0) & (counts < sizes)).tolist():  # shorter texts: one shingle of all
-            values.append(shingle_hashes(batch.hashes[batch.bounds[i] : batch.bounds[i + 1]], int(sizes[i])))
-            owners.append(np.array([i]))
+        _ngrams(batch.hashes, batch.bounds, sizes, values, owners)
+        values = [v & _TOKEN_VIEW for v in values]
+        if batch.chars is not None and len(batch.chars):
+            viewed = np.diff(batch.char_bounds) > 0
+            limits = np.array([char_view_limit(batch.count(i)) for i in range(texts)], np.uint64)
+            char_values, char_owners = [], []
+            _ngrams(batch.chars, batch.char_bounds, np.where(viewed, self.char_ngram, 0), char_values, char_owners)
+            for v, o in zip(char_values, char_owners):
+                kept = v.astype(np.uint64) < limits[o]
+                values.append(v[kept] | _CHAR_VIEW)
+                owners.append(o[kept])
         if not values:
             return [np.empty(0, np.uint32) for _ in range(texts)]
         keys = distinct((np.concatenate(owners).astype(np.uint64) << _S32) | np.concatenate(values).astype(np.uint64))
@@ -204,6 +253,45 @@ class Tokenizer:
         split = np.searchsorted(owner[starts], np.arange(texts + 1, dtype=np.uint64)).tolist()
         values = hashes[starts]
         return [(values[split[i] : split[i + 1]], counts[split[i] : split[i + 1]]) for i in range(texts)]
+
+
+def _ngrams(hashes: np.ndarray, bounds: np.ndarray, sizes: np.ndarray, values: list, owners: list) -> None:
+    """The n-gram hashes (uint32) of each text i whose size[i] > 0, over hashes[bounds[i]:bounds[i + 1]], appended to
+    values, with the text's number for each to owners (a text shorter than n: one n-gram of all it holds)."""
+    counts = np.diff(bounds)
+    for n in sorted(set(sizes.tolist()) - {0}):  # not np.unique, which loads numpy.ma: a cold query feels it
+        # Texts of at least n items: one shingle per start position whose n items lie in the text.
+        full = np.flatnonzero((sizes == n) & (counts >= n))
+        if len(full):
+            spans = counts[full] - n + 1
+            owner = np.repeat(full, spans)
+            positions = ranges(bounds[full], spans)
+            acc = hashes[positions]
+            for j in range(1, n):
+                acc = acc * NGRAM_MULT
+                acc ^= hashes[positions + j]
+            values.append((fmix64(acc) >> _S32).astype(np.uint32))
+            owners.append(owner)
+    for i in np.flatnonzero((counts > 0) & (counts < sizes)).tolist():  # shorter texts: one shingle of all
+        values.append(shingle_hashes(hashes[bounds[i] : bounds[i + 1]], int(sizes[i])))
+        owners.append(np.array([i]))
+
+
+_NO_CHARS = np.empty(0, np.uint32)
+
+
+def joined_chars(tokens: list) -> np.ndarray:
+    """The code points (uint32) of tokens joined by single spaces: what character n-grams are taken from."""
+    if not tokens:
+        return _NO_CHARS
+    if isinstance(tokens[0], bytes):
+        return np.frombuffer(b" ".join(tokens), np.uint8).astype(np.uint32)
+    return np.frombuffer(" ".join(tokens).encode("utf-32-le"), "<u4").astype(np.uint32)
+
+
+def char_hashes(codes: np.ndarray) -> np.ndarray:
+    """The hash of each code point that character n-grams combine (uint64)."""
+    return (codes.astype(np.uint64) + np.uint64(1)) * CHAR_MULT
 
 
 def split_tokens(text: str) -> tuple[list, int]:
