@@ -51,7 +51,8 @@ from dedupdb.ingest.readers import file_decoded
 from dedupdb.ingest.sources import Candidate, Skipped, WalkRules, read_bytes, readable_name, walk
 from dedupdb.ingest.summary import STDIN_NAME, AddSummary, Progress
 from dedupdb.ingest.workers import PendingWork, Work, WorkPool, default_workers
-from dedupdb.sketch.fingerprint import Sketch, load_compiled, sketch_texts
+from dedupdb.sketch.fingerprint import Fingerprinter, Sketch, load_compiled, sketch_texts
+from dedupdb.storage.contents import stored_columns
 from dedupdb.storage.rows import FileRow
 from dedupdb.storage.store import Store
 from dedupdb.text.hashing import bytes_hash, content_hash
@@ -105,6 +106,18 @@ class FileRead:
     binary: bool = False
     warning: str | None = None       # read, but with a caveat (undecodable bytes replaced)
     message: "MessageRead | None" = None  # for a file holding one message: its documents (text_hash is None)
+    columns: tuple | None = None     # the sketch as the contents table keeps it (columns_of), beside it
+
+
+def columns_of(settings: Settings, sketches: list[Sketch]) -> list[tuple]:
+    """The contents table's columns of each sketch (storage's stored_columns): made in a worker, so that the
+    process writing the store does not code sketches or compute checksums. The sketches are made ready to
+    travel to it."""
+    for sketch in sketches:
+        # The word counts are for a scale-out job's corpus IDF; an add has no use for them, and they are most of
+        # what a sketch weighs on its way back from a worker (3 of 5.6 KB a review).
+        sketch.words = None
+    return stored_columns(Fingerprinter(settings).batch(sketches))
 
 
 def read_files(settings: Settings, jobs: list[tuple[str, str | None, int, float, bool]]) -> list[FileRead]:
@@ -137,8 +150,10 @@ def read_files(settings: Settings, jobs: list[tuple[str, str | None, int, float,
         if text_hash is not None:
             texts.setdefault(text_hash, text)
         out.append(FileRead(digest, False, text_hash, None, snippet(raw), len(data), warning=decoded.note))
-    sketches = {s.content_hash: s for s in sketch_texts(settings, list(texts.values()))}
-    out = [replace(r, sketch=sketches.pop(r.text_hash)) if r.text_hash in sketches else r for r in out]
+    made = sketch_texts(settings, list(texts.values()))
+    sketches = {s.content_hash: (s, c) for s, c in zip(made, columns_of(settings, made))}
+    out = [replace(r, sketch=sketches[r.text_hash][0], columns=sketches.pop(r.text_hash)[1])
+           if r.text_hash in sketches else r for r in out]
     if messages:
         parsed = read_messages(settings, [(data, max_bytes, seconds) for _, data, max_bytes, seconds in messages])
         for (index, *_), read in zip(messages, parsed):
@@ -167,6 +182,7 @@ class ChunkRead:
 
     rows: list[tuple[int, str | None, bytes | None, str, int, str | None]]
     sketches: list[Sketch]
+    columns: list[tuple]  # of each sketch, as the contents table keeps it (columns_of)
     open_end: tuple[int, int] | None = None
 
 
@@ -188,10 +204,12 @@ def read_record_chunks(settings: Settings, jobs: list[RecordJob]) -> list[ChunkR
             items.append(item)
         parsed.append((items, open_end))
     texts = [item.text for items, _ in parsed for item in items if isinstance(item, Record)]
-    sketched = iter(sketch_records(settings, texts))
+    sketched = sketch_records(settings, texts)
+    made = iter(columns_of(settings, [sketch for _, sketch, _ in sketched if sketch is not None]))
+    sketched = iter(sketched)
     out = []
     for items, open_end in parsed:
-        rows, sketches = [], []
+        rows, sketches, columns = [], [], []
         for item in items:
             if isinstance(item, BadRecord):
                 rows.append((item.line, None, None, "", 0, item.reason))
@@ -199,9 +217,10 @@ def read_record_chunks(settings: Settings, jobs: list[RecordJob]) -> list[ChunkR
             text_hash, sketch, text_snippet = next(sketched)
             if sketch is not None:
                 sketches.append(sketch)
+                columns.append(next(made))
             size = len(item.text.encode("utf-8")) if text_hash is not None else 0
             rows.append((item.line, item.record_id, text_hash, text_snippet, size, None))
-        out.append(ChunkRead(rows, sketches, open_end))
+        out.append(ChunkRead(rows, sketches, columns, open_end))
     return out
 
 
@@ -463,7 +482,8 @@ class Ingest:
             self.indexer.remove_documents(removals)
             sketches = _sketches_of([r.sketch for r in reads])
             sketches.update((s.content_hash, s) for r in reads if r.message is not None for s in r.message.sketches)
-            self.summary.new_contents += self.indexer.add_documents(additions, sketches)
+            columns = {r.sketch.content_hash: r.columns for r in reads if r.sketch is not None and r.columns}
+            self.summary.new_contents += self.indexer.add_documents(additions, sketches, columns)
         for item, _ in read:
             (self.summary.updated if item.existed else self.summary.added).append(str(item.candidate.path))
 
@@ -685,6 +705,10 @@ class _RecordRead:
             done = cutter.ended and (size is None or cutter.offset >= size)
             digest = cutter.hasher.hexdigest() + self.digest_suffix
             self._flush(pieces, starts, cutter.offset, cutter.line, digest, done)
+            if cutter.ended:
+                # The last batch is stored before this file is left: a chunk of it may end open, and the file
+                # must then be read on from there.
+                self.ingest._drain()
             if self.left:
                 return
             if self.restart is not None:
@@ -721,9 +745,12 @@ class _RecordRead:
             return
         rows: list = []
         sketches: dict[bytes, Sketch] = {}
+        columns: dict[bytes, tuple] = {}
         for piece, before, read in zip(pieces, starts, results):
             rows += read.rows
-            sketches.update((s.content_hash, s) for s in read.sketches)
+            for sketch, made in zip(read.sketches, read.columns):
+                sketches[sketch.content_hash] = sketch
+                columns[sketch.content_hash] = made
             if read.open_end is not None:
                 # The chunk ended inside a record: store what came before it, and read on from there.
                 offset, line = read.open_end
@@ -763,7 +790,7 @@ class _RecordRead:
                     continue
                 taken.add(key)
                 documents.append(NewDocument(key, file_id, record_id, text_hash, size, self.mtime_ns, text_snippet))
-            summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
+            summary.new_contents += self.ingest.indexer.add_documents(documents, sketches, columns)
             summary.records += len(documents)
             if self.watched:
                 self.found = store.file_by_path(self.path)
