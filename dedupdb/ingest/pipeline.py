@@ -1,7 +1,8 @@
 """The ingest loop: walk, read, skip what is unchanged, and hand batches to the indexer.
 
-Reading, decoding, normalizing and sketching a batch (read_files, sketch_records) run in worker processes
-while the batch before it is written. It knows no terminal: progress goes to an optional callback, and the outcome
+Reading, decoding, normalizing and sketching a batch (read_files, read_record_chunks, read_messages) run in
+worker processes while the batch before it is written: of a record file this process only cuts the bytes into
+chunks at line ends and hashes them, and of every sketch it only writes what the workers made ready to store. It knows no terminal: progress goes to an optional callback, and the outcome
 comes back as an AddSummary for the caller to render.
 """
 
@@ -261,6 +262,23 @@ def read_messages(settings: Settings, jobs: list[tuple[bytes | None, int, float]
     return out
 
 
+def _load_numba() -> None:
+    """Import numba (as the compiled modules do, through dedupdb.jit), without the scipy.linalg it would import
+    for BLAS, which no compiled code here calls (16 MB a process); nothing where it cannot be loaded."""
+    import sys
+
+    spare = "numba" not in sys.modules and "scipy.linalg" not in sys.modules
+    if spare:
+        sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
+    try:
+        import dedupdb.jit  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        if spare and "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
+            del sys.modules["scipy.linalg"]
+
+
 def _sketches_of(results: list[Sketch | None]) -> dict[bytes, Sketch]:
     return {s.content_hash: s for s in results if s is not None}
 
@@ -361,7 +379,9 @@ class Ingest:
         self._stored_before = self.store.content_count()
         if self._workers > 0 and self._bytes_total >= POOL_AT_ONCE_BYTES:
             # Plainly a large add: the workers start before this process sketches anything, so they are forked
-            # small (a process that has sketched Chinese holds jieba's dictionary, and every fork a copy).
+            # small (a process that has sketched Chinese holds jieba's dictionary, and every fork a copy), but
+            # with numba, which this process loads anyway to verify: they share it rather than load their own.
+            _load_numba()
             self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled)
         with self.store.grouped_commits(COMMIT_SECONDS):
             try:
