@@ -380,7 +380,8 @@ class Ingest:
         if self._workers > 0 and self._bytes_total >= POOL_AT_ONCE_BYTES:
             # Plainly a large add: the workers start before this process sketches anything, so they are forked
             # small (a process that has sketched Chinese holds jieba's dictionary, and every fork a copy), but
-            # with numba, which this process loads anyway to verify: they share it rather than load their own.
+            # with numba, which each worker loads for the compiled sketching: loaded here first, its pages are
+            # shared with them, and this process verifies and decodes compiled from its first batch.
             _load_numba()
             self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled)
         with self.store.grouped_commits(COMMIT_SECONDS):
