@@ -20,6 +20,9 @@ Usage:
     python scripts/bench_add.py --limit 20000
     python scripts/bench_add.py                      # all 100,000 documents
     python scripts/bench_add.py --profile            # cProfile the dedupdb add, top 25 cumulative
+    python scripts/bench_add.py --records-only --cli-workers 1 2
+                                                     # one JSONL file only (no .txt files, datasketch or simhash),
+                                                     # the command line's add with 1 and with 2 workers, beside rensa
 """
 
 from __future__ import annotations
@@ -225,9 +228,10 @@ def process_memory(pid: int) -> tuple[int, int] | None:
     return one[0], one[1]
 
 
-def bench_cli_memory(corpus: Path, workdir: Path) -> dict:
-    """`dedupdb add corpus.jsonl` as a user runs it, in a process of its own: wall time and the peak memory of the
-    whole process tree (the main process and its workers), sampled every 50 ms, and the CPU seconds of each."""
+def bench_cli_memory(corpus: Path, workdir: Path, workers: int | None = None) -> dict:
+    """`dedupdb add corpus.jsonl` as a user runs it, in a process of its own (with --workers when given): wall time
+    and the peak memory of the whole process tree (the main process and its workers), sampled every 50 ms, and
+    the CPU seconds of each."""
     import os
     import subprocess
     import threading
@@ -237,6 +241,8 @@ def bench_cli_memory(corpus: Path, workdir: Path) -> dict:
         if p.exists():
             p.unlink()
     command = [sys.executable, "-m", "dedupdb", "--db", str(db_path), "add", str(corpus), "--id-field", "id"]
+    if workers is not None:
+        command += ["--workers", str(workers)]
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = [0, 0]
@@ -335,6 +341,12 @@ def main() -> None:
                         help="datasketch permutations besides dedupdb's own (which is always run, and is the baseline)")
     parser.add_argument("--simhash-features", choices=["text", "words"], default="text",
                         help="simhash features: the package default (char 4-grams of the text) or lowercase words")
+    parser.add_argument("--records-only", action="store_true",
+                        help="time only the adds of one JSONL file (library and command line) and rensa: no .txt files, "
+                             "datasketch or simhash")
+    parser.add_argument("--cli-workers", type=int, nargs="*", default=[],
+                        help="run the command line's add once with each of these --workers (default: once, with its "
+                             "default)")
     parser.add_argument("--profile", action="store_true", help="run the dedupdb add under cProfile and print hotspots")
     parser.add_argument("--profile-top", type=int, default=25, help="rows of the cProfile listing")
     args = parser.parse_args()
@@ -349,12 +361,16 @@ def main() -> None:
     db_path = args.workdir / "bench.db"
     args.workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    total_bytes, reused = write_files(texts, folder, args.keep_dir)
+    if args.records_only:
+        total_bytes, reused = sum(len(t.encode("utf-8")) for t in texts), False
+    else:
+        total_bytes, reused = write_files(texts, folder, args.keep_dir)
     write_seconds = time.perf_counter() - t0
     print(f"corpus: {EVAL_DIR / CORPUS}: {len(texts):,} documents, {total_bytes / 1e6:.1f} MB "
           f"(loaded in {load_seconds:.1f} s)")
-    print(f"files:  {folder} ({'reused' if reused else f'written in {write_seconds:.1f} s'}); "
-          f"peak RSS after loading: {peak_rss_mb():.0f} MB")
+    if not args.records_only:
+        print(f"files:  {folder} ({'reused' if reused else f'written in {write_seconds:.1f} s'}); "
+              f"peak RSS after loading: {peak_rss_mb():.0f} MB")
 
     # Compiled sketching is cached per machine (and per copy of the source): a first run compiles it, which is
     # timed here, once, so that no add below pays for it.
@@ -363,41 +379,56 @@ def main() -> None:
     print(f"compiled sketching loaded (or compiled, on a first run) in a process of its own: "
           f"{time.perf_counter() - t0:.1f} s")
 
-    d = bench_dedupdb(folder, db_path, args.profile, args.profile_top)
-    s = d["summary"]
-    n_added = len(s.added)
-    print(f"\ndedupdb add: {s.counts()}, new contents {s.new_contents:,}, bytes read {s.bytes_read / 1e6:.1f} MB")
-    print(f"  add {d['add_seconds']:.1f} s (AddSummary.seconds {s.seconds:.1f}), open+add+close {d['wall_seconds']:.1f} s")
-    print(f"  {n_added / d['add_seconds']:,.0f} docs/s, {s.bytes_read / 1e6 / d['add_seconds']:.2f} MB/s")
-    marks = d["marks"]
-    if len(marks) > 2:
-        # Files are read ahead of the batch being written, so these rates lag the mark by up to one batch.
-        rates = [f"{(b[0] - a[0]) / 1e6 / (b[1] - a[1]):.1f}" for a, b in zip(marks, marks[1:]) if b[1] > a[1]]
-        print(f"  MB/s per successive tenth of the bytes: {', '.join(rates)}")
-    print(f"  store: {d['counts']}")
-    print(f"  database {d['db_bytes'] / 1e6:.1f} MB (.db + -wal after close) = "
-          f"{d['db_bytes'] / max(1, n_added):,.0f} bytes/document "
-          f"({d['db_bytes'] / max(1, s.bytes_read):.2f}x the text)")
-    print(f"  peak RSS so far: {d['rss_mb']:.0f} MB")
-    if d.get("profile"):
-        print("\n" + d["profile"])
+    rows = []
+    if not args.records_only:
+        d = bench_dedupdb(folder, db_path, args.profile, args.profile_top)
+        s = d["summary"]
+        n_added = len(s.added)
+        print(f"\ndedupdb add: {s.counts()}, new contents {s.new_contents:,}, bytes read {s.bytes_read / 1e6:.1f} MB")
+        print(f"  add {d['add_seconds']:.1f} s (AddSummary.seconds {s.seconds:.1f}), open+add+close {d['wall_seconds']:.1f} s")
+        print(f"  {n_added / d['add_seconds']:,.0f} docs/s, {s.bytes_read / 1e6 / d['add_seconds']:.2f} MB/s")
+        marks = d["marks"]
+        if len(marks) > 2:
+            # Files are read ahead of the batch being written, so these rates lag the mark by up to one batch.
+            rates = [f"{(b[0] - a[0]) / 1e6 / (b[1] - a[1]):.1f}" for a, b in zip(marks, marks[1:]) if b[1] > a[1]]
+            print(f"  MB/s per successive tenth of the bytes: {', '.join(rates)}")
+        print(f"  store: {d['counts']}")
+        print(f"  database {d['db_bytes'] / 1e6:.1f} MB (.db + -wal after close) = "
+              f"{d['db_bytes'] / max(1, n_added):,.0f} bytes/document "
+              f"({d['db_bytes'] / max(1, s.bytes_read):.2f}x the text)")
+        print(f"  peak RSS so far: {d['rss_mb']:.0f} MB")
+        if d.get("profile"):
+            print("\n" + d["profile"])
 
-    rows = [("dedupdb add (files on disk)", n_added, d["add_seconds"], d["rss_mb"], False)]
+        rows.append(("dedupdb add (files on disk)", n_added, d["add_seconds"], d["rss_mb"], False))
     r = bench_dedupdb_records(texts, args.workdir)
     print(f"\ndedupdb add of one JSONL file: {r['docs']:,} records in {r['seconds']:.1f} s, "
           f"{r['bytes'] / 1e6 / r['seconds']:.2f} MB/s, database {r['db_bytes'] / max(1, r['docs']):,.0f} bytes/document")
     rows.append(("dedupdb add (one JSONL file)", r["docs"], r["seconds"], r["rss_mb"], False))
     if sys.platform.startswith("linux"):
-        m = bench_cli_memory(args.workdir / "corpus.jsonl", args.workdir)
-        print(f"`dedupdb add corpus.jsonl` in a process of its own: {r['docs'] / m['seconds']:,.0f} docs/s (start-up "
-              f"included); peak memory of the process and its workers: RSS {m['peak_rss'] / 2**20:,.0f} MiB summed, "
-              f"PSS {m['peak_pss'] / 2**20:,.0f} MiB (shared pages counted once); "
-              f"database {m['db_bytes'] / max(1, r['docs']):,.0f} bytes/document")
-        print("  peak of each process: " + "; ".join(f"{role} RSS {rss / 2**20:,.0f} MiB, PSS {pss / 2**20:,.0f} MiB"
-                                                     for role, rss, pss, _ in m["processes"]))
-        # The process that writes the store and the workers that sketch overlap: the busier one sets the pace.
-        print("  CPU seconds of each process (to its last sample, 50 ms apart): "
-              + "; ".join(f"{role} {cpu:.1f} s" for role, _, _, cpu in m["processes"]))
+        for workers in args.cli_workers or [None]:
+            m = bench_cli_memory(args.workdir / "corpus.jsonl", args.workdir, workers)
+            rate = r["docs"] / m["seconds"]
+            label = "default workers" if workers is None else f"--workers {workers}"
+            print(f"`dedupdb add corpus.jsonl` ({label}) in a process of its own: {rate:,.0f} docs/s, {m['seconds']:.1f} s "
+                  f"(start-up included); peak memory of the process and its workers: RSS {m['peak_rss'] / 2**20:,.0f} "
+                  f"MiB summed, PSS {m['peak_pss'] / 2**20:,.0f} MiB (shared pages counted once); "
+                  f"database {m['db_bytes'] / max(1, r['docs']):,.0f} bytes/document")
+            print("  peak of each process: " + "; ".join(f"{role} RSS {rss / 2**20:,.0f} MiB, PSS {pss / 2**20:,.0f} MiB"
+                                                         for role, rss, pss, _ in m["processes"]))
+            # The process that writes the store and the workers that sketch overlap: the busier one sets the pace.
+            print("  CPU seconds of each process (to its last sample, 50 ms apart): "
+                  + "; ".join(f"{role} {cpu:.1f} s" for role, _, _, cpu in m["processes"]))
+            main_cpu = sum(cpu for role, _, _, cpu in m["processes"] if role == "main")
+            worker_cpu = sum(cpu for role, _, _, cpu in m["processes"] if role == "worker")
+            print(f"  the writing process's CPU: {main_cpu / m['seconds']:.0%} of the wall time")
+            # With one core for the writer and the rest for workers, whichever side has more CPU a core sets the
+            # pace; the writer's own CPU bounds it however many workers there are.
+            for cores in (8, 16):
+                pace = max(main_cpu, worker_cpu / (cores - 1))
+                print(f"  projected from this CPU on {cores} cores ({cores - 1} workers): {r['docs'] / pace:,.0f} docs/s "
+                      f"({'writer' if main_cpu >= worker_cpu / (cores - 1) else 'workers'}-bound, start-up excluded)")
+            rows.append((f"dedupdb add CLI ({label})", r["docs"], m["seconds"], m["peak_rss"] / 2**20, False))
     if not args.skip_peers:
         own = dedupdb.Settings().num_perm
         from dedupdb.index.lsh import optimal_banding
@@ -406,16 +437,21 @@ def main() -> None:
         bands = own // optimal_banding(dedupdb.Settings().threshold, own).rows
         rs = bench_rensa(texts, own, bands)
         rows.append((f"rensa RMinHash+LSH {own} perm ({rs['banding']})", rs["docs"], rs["seconds"], rs["rss_mb"], False))
-        for perms in [own] + [p for p in args.peer_perms if p != own]:
+        for perms in [] if args.records_only else [own] + [p for p in args.peer_perms if p != own]:
             ds = bench_datasketch(texts, perms)
             rows.append((f"datasketch MinHash+LSH {perms} perm ({ds['banding']})", ds["docs"], ds["seconds"],
                          ds["rss_mb"], False))
-        peer_texts = texts[: args.peer_limit] if args.peer_limit else texts
-        sh = bench_simhash(peer_texts, args.simhash_features)
-        rows.append((f"simhash Simhash+Index k=3 ({args.simhash_features})", sh["docs"], sh["seconds"], sh["rss_mb"],
-                     len(peer_texts) < len(texts)))
+        if not args.records_only:
+            peer_texts = texts[: args.peer_limit] if args.peer_limit else texts
+            sh = bench_simhash(peer_texts, args.simhash_features)
+            rows.append((f"simhash Simhash+Index k=3 ({args.simhash_features})", sh["docs"], sh["seconds"],
+                         sh["rss_mb"], len(peer_texts) < len(texts)))
 
     base = next((r for r in rows if r[0].startswith("datasketch")), None)
+    rensa = next((r for r in rows if r[0].startswith("rensa")), None)
+    if rensa:
+        print("\n" + "; ".join(f"{name}: {docs / seconds / (rensa[1] / rensa[2]):.2f}x rensa"
+                               for name, docs, seconds, _, _ in rows if name.startswith("dedupdb")))
     base_rate = base[1] / base[2] if base else None
     print(f"\n{'tool':<40} {'docs':>8} {'seconds':>9} {'docs/s':>9} {'vs datasketch':>14} {'peak RSS MB':>12}")
     print("-" * 96)

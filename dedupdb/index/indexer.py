@@ -77,9 +77,12 @@ class Indexer:
 
     # --- adding ------------------------------------------------------------------
 
-    def add_documents(self, documents: list[NewDocument], sketches: dict[bytes, Sketch]) -> int:
-        """Store documents; sketches (by content hash) must hold every text the store does not know yet.
-        Returns how many new contents."""
+    def add_documents(
+        self, documents: list[NewDocument], sketches: dict[bytes, Sketch], columns: dict[bytes, tuple] | None = None
+    ) -> int:
+        """Store documents; sketches (by content hash) must hold every text the store does not know yet, columns
+        (by content hash) what storage's stored_columns gives for those a worker made it for. Returns how many
+        new contents."""
         if not documents:
             return 0
         hashes = [d.content_hash for d in documents]
@@ -92,7 +95,8 @@ class Indexer:
         # Linked before their rows are written, so a new content is written into the cluster it joins: only
         # clusters stored before are relabelled (a batch of near-duplicates onto a large store meets 100,000).
         clusters = self._index_and_link(new_ids, stored=False)
-        self.store.insert_contents(fingerprints, content_ids, clusters, [held[h] for h in fresh])
+        made = [columns.get(h) for h in fresh] if columns else None
+        self.store.insert_contents(fingerprints, content_ids, clusters, [held[h] for h in fresh], made)
         self.containment.add({cid: fp.fingerprints for cid, fp in new_ids.items()})
         self.store.change_document_counts({known[h]: held[h] for h in held if h in known})  # before fresh join known
         for fp, content_id in zip(fingerprints, content_ids):

@@ -1,7 +1,8 @@
 """The ingest loop: walk, read, skip what is unchanged, and hand batches to the indexer.
 
-Reading, decoding, normalizing and sketching a batch (read_files, sketch_records) run in worker processes
-while the batch before it is written. It knows no terminal: progress goes to an optional callback, and the outcome
+Reading, decoding, normalizing and sketching a batch (read_files, read_record_chunks, read_messages) run in
+worker processes while the batch before it is written: of a record file this process only cuts the bytes into
+chunks at line ends and hashes them, and of every sketch it only writes what the workers made ready to store. It knows no terminal: progress goes to an optional callback, and the outcome
 comes back as an AddSummary for the caller to render.
 """
 
@@ -29,12 +30,20 @@ from dedupdb.config import (
 from dedupdb.errors import DatabaseError, DedupError, InputError, ReadError
 from dedupdb.index.indexer import Indexer, NewDocument
 from dedupdb.ingest.records import (
+    MAX_RECORD_BYTES,
     BadRecord,
+    Chunk,
+    ChunkCutter,
+    CsvLayout,
     EndOfRecords,
+    OpenEnd,
+    Record,
     RecordOptions,
+    chunk_records,
     compression_of,
+    csv_layout,
+    first_record,
     open_record_file,
-    read_records,
     sniff_encoding,
 )
 from dedupdb.ingest.documents import EXTRACT_SECONDS
@@ -43,7 +52,8 @@ from dedupdb.ingest.readers import file_decoded
 from dedupdb.ingest.sources import Candidate, Skipped, WalkRules, read_bytes, readable_name, walk
 from dedupdb.ingest.summary import STDIN_NAME, AddSummary, Progress
 from dedupdb.ingest.workers import PendingWork, Work, WorkPool, default_workers
-from dedupdb.sketch.fingerprint import Sketch, load_compiled, sketch_texts
+from dedupdb.sketch.fingerprint import Fingerprinter, Sketch, load_compiled, sketch_texts
+from dedupdb.storage.contents import stored_columns
 from dedupdb.storage.rows import FileRow
 from dedupdb.storage.store import Store
 from dedupdb.text.hashing import bytes_hash, content_hash
@@ -97,6 +107,18 @@ class FileRead:
     binary: bool = False
     warning: str | None = None       # read, but with a caveat (undecodable bytes replaced)
     message: "MessageRead | None" = None  # for a file holding one message: its documents (text_hash is None)
+    columns: tuple | None = None     # the sketch as the contents table keeps it (columns_of), beside it
+
+
+def columns_of(settings: Settings, sketches: list[Sketch]) -> list[tuple]:
+    """The contents table's columns of each sketch (storage's stored_columns): made in a worker, so that the
+    process writing the store does not code sketches or compute checksums. The sketches are made ready to
+    travel to it."""
+    for sketch in sketches:
+        # The word counts are for a scale-out job's corpus IDF; an add has no use for them, and they are most of
+        # what a sketch weighs on its way back from a worker (3 of 5.6 KB a review).
+        sketch.words = None
+    return stored_columns(Fingerprinter(settings).batch(sketches))
 
 
 def read_files(settings: Settings, jobs: list[tuple[str, str | None, int, float, bool]]) -> list[FileRead]:
@@ -129,8 +151,10 @@ def read_files(settings: Settings, jobs: list[tuple[str, str | None, int, float,
         if text_hash is not None:
             texts.setdefault(text_hash, text)
         out.append(FileRead(digest, False, text_hash, None, snippet(raw), len(data), warning=decoded.note))
-    sketches = {s.content_hash: s for s in sketch_texts(settings, list(texts.values()))}
-    out = [replace(r, sketch=sketches.pop(r.text_hash)) if r.text_hash in sketches else r for r in out]
+    made = sketch_texts(settings, list(texts.values()))
+    sketches = {s.content_hash: (s, c) for s, c in zip(made, columns_of(settings, made))}
+    out = [replace(r, sketch=sketches[r.text_hash][0], columns=sketches.pop(r.text_hash)[1])
+           if r.text_hash in sketches else r for r in out]
     if messages:
         parsed = read_messages(settings, [(data, max_bytes, seconds) for _, data, max_bytes, seconds in messages])
         for (index, *_), read in zip(messages, parsed):
@@ -148,6 +172,57 @@ def sketch_records(settings: Settings, raws: list[str]) -> list[tuple[bytes | No
     distinct = {h: t for h, t in zip(hashes, texts) if h is not None}
     sketches = {s.content_hash: s for s in sketch_texts(settings, list(distinct.values()))}
     return [(h, sketches.pop(h, None), snippet(raw)) if h is not None else (None, None, "") for h, raw in zip(hashes, raws)]
+
+
+@dataclass
+class ChunkRead:
+    """What reading the records of one chunk gave, in file order: (line, id, content hash or None for a record
+    without text, snippet, bytes of its text, None) for a record, (line, None, None, '', 0, why) for a bad one;
+    the sketch of each distinct text, once in the part of a batch a worker read; and, when the chunk ended
+    inside a record, where that record begins (offset, line): the rows stop there."""
+
+    rows: list[tuple[int, str | None, bytes | None, str, int, str | None]]
+    sketches: list[Sketch]
+    columns: list[tuple]  # of each sketch, as the contents table keeps it (columns_of)
+    open_end: tuple[int, int] | None = None
+
+
+# A job of read_record_chunks: how the file is read, and a chunk of its bytes or records read already.
+RecordJob = tuple[RecordOptions, str, "CsvLayout | None", "Chunk | list[Record | BadRecord]"]
+
+
+def read_record_chunks(settings: Settings, jobs: list[RecordJob]) -> list[ChunkRead]:
+    """Parse, normalize and sketch the records of chunks of a record file (the writing process only cuts the
+    file at line ends): one ChunkRead a job."""
+    parsed: list[tuple[list[Record | BadRecord], tuple[int, int] | None]] = []
+    for options, encoding, layout, piece in jobs:
+        items: list[Record | BadRecord] = []
+        open_end = None
+        for item in piece if isinstance(piece, list) else chunk_records(piece, options, encoding, layout):
+            if isinstance(item, OpenEnd):
+                open_end = (item.offset, item.line)
+                break
+            items.append(item)
+        parsed.append((items, open_end))
+    texts = [item.text for items, _ in parsed for item in items if isinstance(item, Record)]
+    sketched = sketch_records(settings, texts)
+    made = iter(columns_of(settings, [sketch for _, sketch, _ in sketched if sketch is not None]))
+    sketched = iter(sketched)
+    out = []
+    for items, open_end in parsed:
+        rows, sketches, columns = [], [], []
+        for item in items:
+            if isinstance(item, BadRecord):
+                rows.append((item.line, None, None, "", 0, item.reason))
+                continue
+            text_hash, sketch, text_snippet = next(sketched)
+            if sketch is not None:
+                sketches.append(sketch)
+                columns.append(next(made))
+            size = len(item.text.encode("utf-8")) if text_hash is not None else 0
+            rows.append((item.line, item.record_id, text_hash, text_snippet, size, None))
+        out.append(ChunkRead(rows, sketches, columns, open_end))
+    return out
 
 
 @dataclass
@@ -185,6 +260,23 @@ def read_messages(settings: Settings, jobs: list[tuple[bytes | None, int, float]
     for sketch in sketch_texts(settings, list(texts.values())):
         out[first_in[sketch.content_hash]].sketches.append(sketch)
     return out
+
+
+def _load_numba() -> None:
+    """Import numba (as the compiled modules do, through dedupdb.jit), without the scipy.linalg it would import
+    for BLAS, which no compiled code here calls (16 MB a process); nothing where it cannot be loaded."""
+    import sys
+
+    spare = "numba" not in sys.modules and "scipy.linalg" not in sys.modules
+    if spare:
+        sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
+    try:
+        import dedupdb.jit  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        if spare and "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
+            del sys.modules["scipy.linalg"]
 
 
 def _sketches_of(results: list[Sketch | None]) -> dict[bytes, Sketch]:
@@ -226,13 +318,14 @@ class Ingest:
 
     # --- one batch in flight -------------------------------------------------------
 
-    def submit(self, work: Work, items: list, apply: Callable[[list], None]) -> None:
+    def submit(self, work: Work, items: list, apply: Callable[[list], None], **parts) -> None:
         """Have work(settings, items) done (by workers once the ingest proves large) and apply(results) run in
-        order: batch N is read and sketched while batch N - 1 is written."""
+        order: batch N is read and sketched while batch N - 1 is written. parts: how the items are shared out
+        (WorkPool.submit)."""
         self._batches += 1
         if self._pool is None and self._workers > 0 and self._batches >= 2:
             self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled)
-        pending = self._pool.submit(work, items) if self._pool else None
+        pending = self._pool.submit(work, items, **parts) if self._pool else None
         self._drain()
         if pending is None:
             apply(work(self.indexer.settings, items))
@@ -286,7 +379,10 @@ class Ingest:
         self._stored_before = self.store.content_count()
         if self._workers > 0 and self._bytes_total >= POOL_AT_ONCE_BYTES:
             # Plainly a large add: the workers start before this process sketches anything, so they are forked
-            # small (a process that has sketched Chinese holds jieba's dictionary, and every fork a copy).
+            # small (a process that has sketched Chinese holds jieba's dictionary, and every fork a copy), but
+            # with numba, which each worker loads for the compiled sketching: loaded here first, its pages are
+            # shared with them, and this process verifies and decodes compiled from its first batch.
+            _load_numba()
             self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled)
         with self.store.grouped_commits(COMMIT_SECONDS):
             try:
@@ -407,7 +503,8 @@ class Ingest:
             self.indexer.remove_documents(removals)
             sketches = _sketches_of([r.sketch for r in reads])
             sketches.update((s.content_hash, s) for r in reads if r.message is not None for s in r.message.sketches)
-            self.summary.new_contents += self.indexer.add_documents(additions, sketches)
+            columns = {r.sketch.content_hash: r.columns for r in reads if r.sketch is not None and r.columns}
+            self.summary.new_contents += self.indexer.add_documents(additions, sketches, columns)
         for item, _ in read:
             (self.summary.updated if item.existed else self.summary.added).append(str(item.candidate.path))
 
@@ -551,9 +648,20 @@ class Ingest:
         self.summary.missing += [f.path for f in gone]
 
 
+# A record file goes to the workers in chunks of about this many lines or bytes (a CSV chunk runs on until its
+# quotes are even): each is one worker's task, small enough that the parts of a batch spread over the workers.
+CHUNK_LINES = 256
+CHUNK_BYTES = 1 << 20
+
+
 class _RecordRead:
     """Streams one record file into the store in batches; the file row records how far it got, so an
-    interrupted read resumes and a grown file is read only past what was read before."""
+    interrupted read resumes and a grown file is read only past what was read before.
+
+    This process only cuts the file into chunks at line ends and hashes its bytes; the workers parse, normalize
+    and sketch the records. A CSV chunk may prove to end inside a record (its quotes misled the cut): the
+    records before it are stored, the batch read after it is dropped, and reading goes on from that record, read
+    here whole, as read_records would."""
 
     def __init__(
         self, ingest: Ingest, path: str, mtime_ns: int, options: RecordOptions, replace: bool, key_prefix: str = ""
@@ -571,47 +679,109 @@ class _RecordRead:
         self.watched = False
         self.found: FileRow | None = None
         self.left = False
+        self.encoding = "utf-8"
+        self.layout: CsvLayout | None = None
+        # Set by the batch that met an open end: (offset, line, hasher) of the record to read on from; the
+        # batches read after it, of an older generation, are dropped.
+        self.restart: tuple[int, int, object] | None = None
+        self.generation = 0
 
     def run(self, stream: BinaryIO, start: tuple[int, int], hasher, size: int | None) -> None:
         """Read from start on; the read is done once offset reaches size (None: once the records end, for a
         compressed file whose decompressed size is known only then)."""
         stream.seek(0)
-        encoding = sniff_encoding(stream.read(64 * 1024))
-        batch: list[tuple[str, str, str, int]] = []
+        self.encoding = sniff_encoding(stream.read(64 * 1024))
+        limit = self.options.max_record_bytes or MAX_RECORD_BYTES
         offset, line = start
-        ended = False
-        summary = self.ingest.summary
-        for item in read_records(stream, self.options, start[0], start[1], encoding, hasher):
-            offset, line = item.end_offset, item.end_line  # physical lines, so a resumed read counts on right
-            if isinstance(item, BadRecord):
-                summary.note_bad(f"{self.path}:{item.line}", item.reason)
+        quote = None
+        if self.options.format == "csv":
+            self.layout = csv_layout(stream, self.options, self.encoding, limit)
+            if self.layout is not None:
+                quote = (self.layout.dialect.quotechar or "").encode(self.encoding, errors="ignore")
+                if offset < self.layout.header_end[0]:
+                    stream.seek(offset)
+                    hasher.update(stream.read(self.layout.header_end[0] - offset))
+                    offset, line = self.layout.header_end
+        stream.seek(offset)
+        cutter = ChunkCutter(stream, offset, line, hasher, limit, quote)
+        parsed: list[Record | BadRecord] = []  # read here after an open end: first in the next batch
+        while True:
+            pieces: list[Chunk | list] = [parsed] if parsed else []
+            starts: list = [None] if parsed else []
+            parsed = []
+            lines, target = 0, self.ingest.batch_size()
+            while lines < target and not cutter.ended:
+                before = cutter.hasher.copy()
+                piece = cutter.next(min(CHUNK_LINES, target - lines), CHUNK_BYTES)
+                if piece is None:
+                    break
+                if isinstance(piece, BadRecord):  # a line too long to be read: no worker needs it
+                    pieces.append([piece])
+                    starts.append(None)
+                    lines += 1
+                    continue
+                pieces.append(piece)
+                starts.append(before)
+                lines += piece.lines
+            done = cutter.ended and (size is None or cutter.offset >= size)
+            digest = cutter.hasher.hexdigest() + self.digest_suffix
+            self._flush(pieces, starts, cutter.offset, cutter.line, digest, done)
+            if cutter.ended:
+                # The last batch is stored before this file is left: a chunk of it may end open, and the file
+                # must then be read on from there.
+                self.ingest._drain()
+            if self.left:
+                return
+            if self.restart is not None:
+                self.ingest._drain()  # the batch cut after the open end: dropped, its generation is gone
+                offset, line, hasher = self.restart
+                self.restart = None
+                stream.seek(offset)
+                item = first_record(stream, self.options, offset, line, self.encoding, hasher, self.layout)
+                cutter.resume(item.end_offset, item.end_line, hasher)
+                if isinstance(item, EndOfRecords):
+                    cutter.ended = True
+                else:
+                    parsed = [item]
                 continue
-            if isinstance(item, EndOfRecords):
-                ended = True
-                continue
-            key = f"{self.key_prefix}#{item.record_id}"
-            batch.append((key, item.record_id, item.text, item.line))
-            if len(batch) >= self.ingest.batch_size():
-                self._flush(batch, offset, line, hasher.hexdigest() + self.digest_suffix, done=False)
-                batch = []
-                if self.left:
-                    return
-        done = ended if size is None else offset >= size
-        self._flush(batch, offset, line, hasher.hexdigest() + self.digest_suffix, done=done)
-        summary.bytes_read += offset - start[0]
+            if cutter.ended:
+                break
+        self.ingest.summary.bytes_read += cutter.offset - start[0]
 
-    def _flush(self, batch, offset: int, line: int, digest: str, done: bool) -> None:
+    def _flush(self, pieces, starts, offset: int, line: int, digest: str, done: bool) -> None:
+        generation = self.generation
+        jobs = [(self.options, self.encoding, self.layout, piece) for piece in pieces]
         self.ingest.submit(
-            sketch_records, [raw for _, _, raw, _ in batch],
-            lambda results: self._apply(batch, results, offset, line, digest, done),
+            read_record_chunks, jobs,
+            lambda results: self._apply(generation, pieces, starts, results, offset, line, digest, done),
+            part_items=1, min_items=1,
         )
         if not self.digest_suffix:  # a compressed file's offsets count decompressed bytes: it moves the bar at its end
             self.ingest.report_progress(offset)
 
-    def _apply(self, batch, results, offset: int, line: int, digest: str, done: bool) -> None:
+    def _apply(self, generation: int, pieces, starts, results: list[ChunkRead], offset: int, line: int,
+               digest: str, done: bool) -> None:
         store = self.ingest.store
-        if self.left:
+        if self.left or generation != self.generation:
             return
+        rows: list = []
+        sketches: dict[bytes, Sketch] = {}
+        columns: dict[bytes, tuple] = {}
+        for piece, before, read in zip(pieces, starts, results):
+            rows += read.rows
+            for sketch, made in zip(read.sketches, read.columns):
+                sketches[sketch.content_hash] = sketch
+                columns[sketch.content_hash] = made
+            if read.open_end is not None:
+                # The chunk ended inside a record: store what came before it, and read on from there.
+                offset, line = read.open_end
+                hasher = before.copy()
+                hasher.update(piece.data[: offset - piece.offset])
+                digest, done = hasher.hexdigest() + self.digest_suffix, False
+                self.restart = (offset, line, hasher)
+                self.generation += 1
+                break
+        summary = self.ingest.summary
         with store.transaction():
             if self.watched and store.file_by_path(self.path) != self.found:
                 self.left = True
@@ -626,20 +796,23 @@ class _RecordRead:
                 self.replace = False
             # Earlier batches are in the store by now, so a repeated id shows either there or in this batch:
             # no set of every key read needs to be held, however long the file.
-            taken = store.existing_keys([key for key, _, _, _ in batch])
+            prefix = self.key_prefix + "#"
+            taken = store.existing_keys([prefix + row[1] for row in rows if row[5] is None])
             documents = []
-            for (key, record_id, raw, line), (text_hash, _, text_snippet) in zip(batch, results):
+            for record_line, record_id, text_hash, text_snippet, size, reason in rows:
+                if reason is not None:
+                    summary.note_bad(f"{self.path}:{record_line}", reason)
+                    continue
                 if text_hash is None:
                     continue
+                key = prefix + record_id
                 if key in taken:
-                    self.ingest.summary.note_bad(f"{self.path}:{line}", f"duplicate id {record_id!r}")
+                    summary.note_bad(f"{self.path}:{record_line}", f"duplicate id {record_id!r}")
                     continue
                 taken.add(key)
-                size = len(raw.encode("utf-8"))
                 documents.append(NewDocument(key, file_id, record_id, text_hash, size, self.mtime_ns, text_snippet))
-            sketches = _sketches_of([sketch for _, sketch, _ in results])
-            self.ingest.summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
-            self.ingest.summary.records += len(documents)
+            summary.new_contents += self.ingest.indexer.add_documents(documents, sketches, columns)
+            summary.records += len(documents)
             if self.watched:
                 self.found = store.file_by_path(self.path)
 

@@ -252,6 +252,7 @@ class _Lines:
         self.too_long: list[int] = []  # numbers of lines passed over for their length, not yet reported
         self.exhausted = False         # the last read met the end of the stream
         self.text = ""                 # the last line read
+        self.open_end = False          # the record just read ran on to the end of the stream, unfinished
         self._record_start: int | None = None
         self._first_end: tuple[int, int] | None = None  # (offset, line) just past the record's first line
         self._held: list[bytes] = []   # bytes of the record's further lines, for the hasher once it is settled
@@ -306,6 +307,7 @@ class _Lines:
 
     def begin_record(self) -> None:
         self._record_start, self._first_end, self._held, self._discard = self.offset, None, [], False
+        self.open_end = False
 
     def end_record(self) -> None:
         """The record just read stands: what it spans is consumed for good."""
@@ -399,39 +401,102 @@ def _pick(obj, options: RecordOptions, line: int) -> tuple[str, str] | str:
     return record_id, text
 
 
-def _csv_records(
-    stream: BinaryIO, options: RecordOptions, start_offset: int, start_line: int, encoding: str, hasher, limit: int
-):
+@dataclass(frozen=True)
+class CsvDialect:
+    """A CSV dialect as plain values: the sniffer's dialect is a class made on the fly, which cannot be pickled
+    for a worker process; the csv module takes any object with these attributes."""
+
+    delimiter: str
+    quotechar: str | None
+    escapechar: str | None
+    doublequote: bool
+    skipinitialspace: bool
+    lineterminator: str
+    quoting: int
+
+    @classmethod
+    def of(cls, dialect) -> "CsvDialect":
+        return cls(dialect.delimiter, dialect.quotechar, dialect.escapechar, dialect.doublequote,
+                   dialect.skipinitialspace, dialect.lineterminator, dialect.quoting)
+
+
+@dataclass(frozen=True)
+class CsvLayout:
+    """What a CSV file's start says of all its records: the dialect, the header's width, the columns read, and
+    where the header ends (offset, line)."""
+
+    dialect: CsvDialect
+    width: int
+    text_at: int
+    id_at: int | None
+    header_end: tuple[int, int]
+
+
+def csv_layout(stream: BinaryIO, options: RecordOptions, encoding: str, limit: int | None = None) -> CsvLayout | None:
+    """The layout of a CSV file from its start (None when it holds no header); a header that cannot be read or
+    lacks a column asked for raises InputError."""
+    limit = limit or options.max_record_bytes or MAX_RECORD_BYTES
     stream.seek(0)
     sample = stream.read(_SAMPLE_BYTES).decode(encoding, errors="replace").lstrip("\ufeff")
     try:
-        dialect = csv.Sniffer().sniff("\n".join(sample.split("\n")[:20]) or ",", delimiters=",;\t|")
-        dialect.doublequote = True  # the sniffer says False when its sample has no "" in it
+        sniffed = csv.Sniffer().sniff("\n".join(sample.split("\n")[:20]) or ",", delimiters=",;\t|")
+        sniffed.doublequote = True  # the sniffer says False when its sample has no "" in it
     except csv.Error:
-        dialect = csv.excel
+        sniffed = csv.excel
+    dialect = CsvDialect.of(sniffed)
     stream.seek(0)
-    # One reader from the header on; the header is read again on a resumed read, without feeding the hasher
-    # (which holds the bytes before start_offset already).
-    lines = _Lines(stream, encoding, 0, 0, hasher, limit, hash_from=start_offset)
-    reader = csv.reader(lines, dialect, strict=True)
-    first_line, header, problem = _next_row(reader, lines, dialect, None)
+    lines = _Lines(stream, encoding, 0, 0, None, limit)
+    first_line, header, problem = _next_row(csv.reader(lines, dialect, strict=True), lines, dialect, None)
     if problem is not None:
         raise InputError(f"cannot read the CSV header on line {first_line}: {problem}")
     if header is None:
-        yield EndOfRecords(lines.offset, lines.line)
-        return
+        return None
     header = [h.lstrip("\ufeff").strip() for h in header]
     if options.text_field not in header:
         raise InputError(f"no column {options.text_field!r} in the header ({', '.join(header[:10])})")
     if options.id_field and options.id_field not in header:
         raise InputError(f"no column {options.id_field!r} in the header ({', '.join(header[:10])})")
-    text_at = header.index(options.text_field)
     id_at = header.index(options.id_field) if options.id_field else None
-    if start_offset > lines.offset:
-        lines.seek(start_offset, start_line)
+    return CsvLayout(dialect, len(header), header.index(options.text_field), id_at, (lines.offset, lines.line))
+
+
+@dataclass(frozen=True)
+class OpenEnd:
+    """Where the records read from a chunk stop being certain: the record starting here (offset, line) ran on to
+    the chunk's end, and the bytes after the chunk decide what it is."""
+
+    offset: int
+    line: int
+
+
+def _csv_records(
+    stream: BinaryIO, options: RecordOptions, start_offset: int, start_line: int, encoding: str, hasher, limit: int,
+    layout: CsvLayout | None = None, open_end: bool = False,
+):
+    """CSV records from start_offset on. With a layout, the header is not read again (nor fed to the hasher).
+    With open_end the stream is a chunk that may end inside a record: a record that runs on to its end is not
+    judged, an OpenEnd is yielded in its place and reading stops."""
+    if layout is None:
+        layout = csv_layout(stream, options, encoding, limit)
+        if layout is None:
+            yield EndOfRecords(*_consume(stream, encoding, start_offset, start_line, hasher, limit))
+            return
+        if start_offset < layout.header_end[0]:
+            # The header's bytes go to the hasher as the records' do.
+            stream.seek(start_offset)
+            _feed(stream, layout.header_end[0] - start_offset, hasher)
+            start_offset, start_line = layout.header_end
+    dialect = layout.dialect
+    stream.seek(start_offset)
+    lines = _Lines(stream, encoding, start_offset, start_line, hasher, limit)
+    reader = csv.reader(lines, dialect, strict=True)
     while True:
-        first_line, row, problem = _next_row(reader, lines, dialect, len(header))
+        began = (lines.offset, lines.line)
+        first_line, row, problem = _next_row(reader, lines, dialect, layout.width)
         at = (lines.offset, lines.line)
+        if open_end and lines.open_end:
+            yield OpenEnd(*began)
+            return
         if problem is not None:
             yield BadRecord(first_line, problem, *at)
             continue
@@ -440,16 +505,36 @@ def _csv_records(
             return
         if not row or all(not cell.strip() for cell in row):
             continue
-        if len(row) != len(header):
-            yield BadRecord(first_line, f"{len(row)} fields where the header has {len(header)}", *at)
+        if len(row) != layout.width:
+            yield BadRecord(first_line, f"{len(row)} fields where the header has {layout.width}", *at)
             continue
-        record_id = row[id_at] if id_at is not None else str(first_line)
-        if id_at is not None and not record_id:
+        record_id = row[layout.id_at] if layout.id_at is not None else str(first_line)
+        if layout.id_at is not None and not record_id:
             yield BadRecord(first_line, f"no value for {options.id_field!r}", *at)
             continue
         out = io.StringIO()
         csv.writer(out, dialect).writerow(row)
-        yield Record(first_line, record_id, row[text_at], out.getvalue().rstrip("\r\n"), *at)
+        yield Record(first_line, record_id, row[layout.text_at], out.getvalue().rstrip("\r\n"), *at)
+
+
+def _feed(stream: BinaryIO, length: int, hasher) -> None:
+    while length > 0:
+        chunk = stream.read(min(length, 1 << 20))
+        if not chunk:
+            return
+        if hasher is not None:
+            hasher.update(chunk)
+        length -= len(chunk)
+
+
+def _consume(stream: BinaryIO, encoding: str, offset: int, line: int, hasher, limit: int) -> tuple[int, int]:
+    """Read a stream to its end from offset on (a CSV file with no header: blank lines at most), feeding the
+    hasher; where it ends, (offset, line)."""
+    stream.seek(offset)
+    lines = _Lines(stream, encoding, offset, line, hasher, limit)
+    for _ in lines:
+        pass
+    return lines.offset, lines.line
 
 
 def _next_row(reader, lines: _Lines, dialect, width: int | None) -> tuple[int, list[str] | None, str | None]:
@@ -477,6 +562,7 @@ def _next_row(reader, lines: _Lines, dialect, width: int | None) -> tuple[int, l
         lines.end_record()
         return first, None, too_long(lines.max_bytes)
     except csv.Error as exc:
+        lines.open_end = lines.exhausted  # a quote still open where the stream ends
         if lines.line > first:
             last, at_end = lines.line, lines.exhausted
             lines.rewind()
@@ -510,3 +596,163 @@ def _lenient_row(text: str, dialect) -> list[str] | None:
         return next(csv.reader([text if text.endswith("\n") else text + "\n"], dialect, strict=False), [])
     except csv.Error:
         return None
+
+
+# --- records read in another process: the file cut into chunks at line ends ----------------------------------
+
+
+class _Window(io.BytesIO):
+    """A chunk of a file, read at the file's own offsets (the record readers seek by them)."""
+
+    def __init__(self, data: bytes, base: int) -> None:
+        super().__init__(data)
+        self._base = base
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET:
+            offset -= self._base
+        return super().seek(offset, whence) + self._base
+
+    def tell(self) -> int:
+        return super().tell() + self._base
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Bytes of a record file from a record's start to a line end (or the end of the file: final)."""
+
+    data: bytes
+    offset: int
+    line: int   # lines before it
+    lines: int  # lines in it
+    final: bool
+
+
+def chunk_records(
+    chunk: Chunk, options: RecordOptions, encoding: str, layout: CsvLayout | None
+) -> Iterator[Record | BadRecord | OpenEnd]:
+    """The records of a chunk, as read_records gives them from the chunk's offset in the whole file. A CSV record
+    that runs on past the end of a chunk that is not the file's last ends the chunk's records with an OpenEnd:
+    only the bytes after it can say what it is."""
+    window = _Window(chunk.data, chunk.offset)
+    limit = options.max_record_bytes or MAX_RECORD_BYTES
+    if options.format == "csv":
+        if layout is None:
+            return
+        items = _csv_records(window, options, chunk.offset, chunk.line, encoding, None, limit, layout,
+                             open_end=not chunk.final)
+    else:
+        items = read_records(window, options, chunk.offset, chunk.line, encoding, None, limit)
+    for item in items:
+        if not isinstance(item, EndOfRecords):
+            yield item
+
+
+_BLOCK_BYTES = 1 << 20
+
+
+class ChunkCutter:
+    """Cuts a record file's bytes, from a record's start on, into Chunks that end at line ends, and feeds every
+    byte cut to the hasher in order: the framing alone, so that parsing the records is left to other processes.
+
+    A line longer than the record limit is never held: it is passed over in pieces and given as the BadRecord
+    read_records would give. For CSV a chunk is cut where the quotes seen since its start are even, which for a
+    well-formed file is always between records; where that guess is wrong (a stray quote, an unclosed one) the
+    chunk's reader says so with an OpenEnd."""
+
+    def __init__(
+        self, stream: BinaryIO, offset: int, line: int, hasher, limit: int, quote: bytes | None = None
+    ) -> None:
+        self.stream = stream
+        self.offset = offset  # of the next byte to cut (the stream is read ahead of it, into _buffer)
+        self.line = line
+        self.hasher = hasher
+        self.limit = limit
+        self.quote = quote or None
+        self.ended = False  # all of the stream was cut
+        self._buffer = b""
+        self._eof = False
+
+    def _fill(self) -> None:
+        block = self.stream.read(_BLOCK_BYTES)
+        if block:
+            self._buffer += block
+        else:
+            self._eof = True
+
+    def next(self, max_lines: int, max_bytes: int) -> Chunk | BadRecord | None:
+        """The next chunk of about max_lines lines or max_bytes bytes, a line too long to be a record, or None
+        once the stream is cut to its end."""
+        lines = pos = odd = 0
+        while True:
+            nl = self._buffer.find(b"\n", pos)
+            if nl < 0:
+                if len(self._buffer) - pos > self.limit:
+                    return self._cut(pos, lines) if pos else self._pass_long_line()
+                if not self._eof:
+                    self._fill()
+                    continue
+                if len(self._buffer) > pos:  # a last line without its newline
+                    return self._cut(len(self._buffer), lines + 1)
+                if pos:
+                    return self._cut(pos, lines)
+                self.ended = True
+                return None
+            if nl - pos > self.limit:
+                return self._cut(pos, lines) if pos else self._pass_long_line()
+            if self.quote:
+                odd ^= self._buffer.count(self.quote, pos, nl) & 1
+            pos, lines = nl + 1, lines + 1
+            if pos == len(self._buffer) and not self._eof:
+                self._fill()  # whether anything follows decides whether the chunk is the last
+            if (lines >= max_lines or pos >= max_bytes) and (not odd or pos >= 4 * max_bytes):
+                return self._cut(pos, lines)
+
+    def _cut(self, length: int, lines: int) -> Chunk:
+        data, self._buffer = self._buffer[:length], self._buffer[length:]
+        if self.hasher is not None:
+            self.hasher.update(data)
+        final = self._eof and not self._buffer
+        chunk = Chunk(data, self.offset, self.line, lines, final)
+        self.offset += length
+        self.line += lines
+        self.ended = final
+        return chunk
+
+    def _pass_long_line(self) -> BadRecord:
+        """The line at the cut is longer than the limit: feed it to the hasher in pieces, to its newline."""
+        while True:
+            nl = self._buffer.find(b"\n")
+            length = nl + 1 if nl >= 0 else len(self._buffer)
+            piece, self._buffer = self._buffer[:length], self._buffer[length:]
+            if self.hasher is not None:
+                self.hasher.update(piece)
+            self.offset += length
+            if nl >= 0 or self._eof:
+                break
+            self._fill()
+        if not self._buffer and not self._eof:
+            self._fill()
+        self.line += 1
+        self.ended = self._eof and not self._buffer
+        return BadRecord(self.line, too_long(self.limit), self.offset, self.line)
+
+    def resume(self, offset: int, line: int, hasher) -> None:
+        """Go on cutting from another place (the stream is already there) with a hasher holding the bytes
+        before it."""
+        self.offset, self.line, self.hasher = offset, line, hasher
+        self._buffer, self._eof, self.ended = b"", False, False
+
+
+def first_record(
+    stream: BinaryIO, options: RecordOptions, offset: int, line: int, encoding: str, hasher,
+    layout: CsvLayout | None,
+) -> Record | BadRecord | EndOfRecords:
+    """The one record (or bad record, or the end) read_records gives first from a record's start at offset,
+    however far it has to look; the stream and the hasher are left just past it."""
+    limit = options.max_record_bytes or MAX_RECORD_BYTES
+    if options.format == "csv" and layout is not None:
+        items = _csv_records(stream, options, offset, line, encoding, hasher, limit, layout)
+    else:
+        items = read_records(stream, options, offset, line, encoding, hasher, limit)
+    return next(items)

@@ -131,10 +131,14 @@ class WorkPool:
             max_workers=workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(), warm_up)
         )
 
-    def submit(self, work: Work, items: list) -> "PendingWork":
-        if len(items) < _MIN_PARALLEL:
+    def submit(
+        self, work: Work, items: list, part_items: int = _PART_ITEMS, min_items: int = _MIN_PARALLEL
+    ) -> "PendingWork":
+        """Share items out in parts of at most part_items (one task each); fewer than min_items are handled
+        inline. Items that are each a chunk of many records go one a part."""
+        if len(items) < min_items:
             return PendingWork([], work, items, self.settings)
-        size = min(_PART_ITEMS, -(-len(items) // self.workers))
+        size = min(part_items, -(-len(items) // self.workers))
         parts = [items[i : i + size] for i in range(0, len(items), size)]
         # The first submit forks the workers (and starts the executor's threads, which keep the mask: signals
         # then go to the main thread, the one that handles them).

@@ -20,6 +20,17 @@ from dedupdb.storage.rows import (
 )
 
 
+def stored_columns(fingerprints: list) -> list[tuple]:
+    """Each fingerprint as the contents table keeps it: its parts' column values (rows.FINGERPRINT_PARTS, in
+    order), then its checksum. It follows from the fingerprint alone, so a worker process makes it beside the
+    sketch and the process that writes the store only writes it."""
+    if not fingerprints:
+        return []
+    parts = {part.name: part.stored(fingerprints) for part in FINGERPRINT_PARTS}
+    sums = checksums.of_columns(parts)
+    return [(*values, checksum) for checksum, *values in zip(sums, *parts.values())]
+
+
 class ContentTables:
     """The contents table, as Store's methods (store.py): they run in its connection and transactions."""
 
@@ -42,10 +53,12 @@ class ContentTables:
         return list(range(first, first + count))
 
     def insert_contents(self, fingerprints: list, ids: list[int] | None = None,
-                        clusters: dict[int, int] | None = None, documents: list[int] | None = None) -> list[int]:
+                        clusters: dict[int, int] | None = None, documents: list[int] | None = None,
+                        columns: list[tuple | None] | None = None) -> list[int]:
         """Store new contents under ids (by default the next free ones: next_content_ids), each in the cluster
         `clusters` gives it or its own, and held by as many documents as `documents` says (none by default);
-        returns their ids in order."""
+        returns their ids in order. columns: what stored_columns gives for each, where a worker made it already
+        (None for one to make here)."""
         if not fingerprints:
             return []
         ids = self.next_content_ids(len(fingerprints)) if ids is None else ids
@@ -53,15 +66,17 @@ class ContentTables:
         if not len(ids) == len(documents) == len(fingerprints):
             raise ValueError(f"{len(fingerprints)} contents given {len(ids)} ids and {len(documents)} counts")
         clusters = clusters or {}
-        parts = {part.name: part.stored(fingerprints) for part in FINGERPRINT_PARTS}
-        sums = checksums.of_columns(parts)
+        columns = list(columns) if columns is not None else [None] * len(fingerprints)
+        missing = [i for i, c in enumerate(columns) if c is None]
+        for i, made in zip(missing, stored_columns([fingerprints[i] for i in missing])):
+            columns[i] = made
         rows = [
-            (i, fp.content_hash, *values, clusters.get(i, i), held, checksum)
-            for i, fp, held, checksum, *values in zip(ids, fingerprints, documents, sums, *parts.values())
+            (i, fp.content_hash, *values[:-1], clusters.get(i, i), held, values[-1])
+            for i, fp, held, values in zip(ids, fingerprints, documents, columns)
         ]
-        columns = ", ".join(("id", "hash", *PART_NAMES, "cluster", "documents", "checksum"))
+        names = ", ".join(("id", "hash", *PART_NAMES, "cluster", "documents", "checksum"))
         self.conn.executemany(
-            f"INSERT INTO contents ({columns}) VALUES ({marks(len(PART_NAMES) + 5)})", rows
+            f"INSERT INTO contents ({names}) VALUES ({marks(len(PART_NAMES) + 5)})", rows
         )
         return ids
 
