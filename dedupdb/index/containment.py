@@ -89,6 +89,46 @@ class ContainmentIndex:
                 found[cid] = round(share, 4)
         return found
 
+    def search_many(self, queries: list[Side], probes: list[np.ndarray], floor: float) -> list[dict[int, float]]:
+        """search() of many queries at once, with the same answers: their probes are looked up together (whether a
+        key is common depends on the key alone), and the sides of all their candidates read in one go."""
+        probes = [distinct(np.asarray(p, np.uint64)) for p in probes]
+        owners = np.repeat(np.arange(len(probes), dtype=np.int64), [len(p) for p in probes])
+        wanted = np.concatenate(probes) if probes else np.empty(0, np.uint64)
+        keys, ids, common = self.store.containment_postings(distinct(wanted), COMMON_POSTINGS)
+        found_q, found_c = _rows_under(owners, wanted, keys, ids)
+        commons = np.isin(wanted, common)
+        common_counts = np.bincount(owners[commons], minlength=len(probes))
+        # As search(): a query with nothing but common phrasing looks those keys up anyway, further.
+        bare = np.setdiff1d(owners[commons], found_q)
+        if len(bare):
+            again = np.isin(owners, bare) & commons
+            keys, ids, common = self.store.containment_postings(distinct(wanted[again]), QUERY_COMMON_POSTINGS)
+            more_q, more_c = _rows_under(owners[again], wanted[again], keys, ids)
+            found_q, found_c = np.concatenate((found_q, more_q)), np.concatenate((found_c, more_c))
+            still = again & np.isin(wanted, common)
+            common_counts[bare] = np.bincount(owners[still], minlength=len(probes))[bare]
+        codes, counts = distinct_counts((found_q << CONTENT_ID_BITS) | found_c)
+        found_q, found_c = codes >> CONTENT_ID_BITS, codes & CONTENT_ID_MASK
+        starts = np.searchsorted(found_q, np.arange(len(probes) + 1))
+        best: list[list[int]] = []
+        for q, query in enumerate(queries):
+            part = slice(starts[q], starts[q + 1])
+            content_ids, shared = found_c[part], counts[part]
+            prints = len(query.fingerprints if query.fingerprints is not None else ())
+            enough = shared + common_counts[q] >= CANDIDATE_SHARE * floor * prints
+            best.append(candidates_by_share(content_ids[enough].tolist(), shared[enough].tolist(), QUERY_CANDIDATES))
+        sides = self.sides({cid for chosen in best for cid in chosen})
+        out = []
+        for query, chosen in zip(queries, best):
+            found = {}
+            for cid in chosen:
+                share = containment(query, sides[cid], self.settings.sketch_size) if cid in sides else None
+                if share is not None and share >= floor:
+                    found[cid] = round(share, 4)
+            out.append(found)
+        return out
+
     def pairs_from(self, sides: dict[int, Side], floor: float) -> list[tuple[int, int]]:
         """Pairs (a, b), a among these contents and b > a any stored content, in which the smaller text holds at least
         `floor` of its shingles in the larger, found through a fingerprint they share."""
@@ -126,3 +166,12 @@ class ContainmentIndex:
             if share is not None and share >= floor:
                 out.append((a, b))
         return out
+
+
+def _rows_under(owners: np.ndarray, wanted: np.ndarray, keys: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(query, content id) of every posting (keys, ids) under a key a query looks up (owners[i] looks up wanted[i])."""
+    order = np.argsort(keys, kind="stable")
+    keys, ids = keys[order], ids[order].astype(np.int64)
+    lows = np.searchsorted(keys, wanted, "left")
+    sizes = np.searchsorted(keys, wanted, "right") - lows
+    return np.repeat(owners, sizes), ids[ranges(lows, sizes)]
