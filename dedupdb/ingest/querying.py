@@ -106,7 +106,7 @@ def given_texts(texts: Iterable[str | tuple[str, str]]) -> Iterator[QueryText]:
 
 def sketched_batches(
     settings: Settings, items: Iterator[QueryText], workers: int | None = None, large: bool = False,
-    batch: int = QUERY_BATCH, progress: Callable[[QueryText], None] | None = None,
+    batch: int | None = None, progress: Callable[[QueryText], None] | None = None,
 ) -> Iterator[list[tuple[QueryText, SketchedQuery | None]]]:
     """The items in batches, each text with its sketch (None for a bad record). The workers sketch batch N while the
     caller handles batch N - 1; they start at once for a large input, else with the second batch. progress is
@@ -115,7 +115,7 @@ def sketched_batches(
     pool: WorkPool | None = WorkPool(settings, workers, load_compiled) if large and workers > 0 else None
     in_flight = None
     try:
-        for number, chunk in enumerate(_chunks(items, batch)):
+        for number, chunk in enumerate(_chunks(items, batch or QUERY_BATCH)):
             raws = [item.text for item in chunk if item.error is None]
             if pool is None and workers > 0 and number >= 1:
                 pool = WorkPool(settings, workers, load_compiled)
