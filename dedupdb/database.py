@@ -19,6 +19,7 @@ from dedupdb.config import (
     default_db_path,
 )
 from dedupdb.errors import DatabaseError, InputError, SettingsError
+from dedupdb.index.containment import shares_in
 from dedupdb.index.grouping import DEFAULT_KEEP, keep_order, neighbours, stars
 from dedupdb.index.indexer import Indexer
 from dedupdb.index.lsh import (
@@ -35,7 +36,6 @@ from dedupdb.index.lsh import (
 from dedupdb.sketch.fingerprint import Fingerprinter, query_runs
 from dedupdb.sketch.minhash import sketch_jaccard
 from dedupdb.sketch.winnowing import Side
-from dedupdb.sketch.winnowing import containment as contained_share
 from dedupdb.sketch.winnowing import pair_scores
 from dedupdb.storage.rows import DocumentRow
 from dedupdb.storage.store import Store
@@ -410,11 +410,12 @@ class Database:
         matches = self.indexer.search_many(fps, threshold)
         finder = self.indexer.containment
         held: list[dict[int, float]] = [{} for _ in asked]
+        sides: dict[int, Side] = {}
         if containment is not None:
             probes = [fp.fingerprints if sketched.runs is None else sketched.runs for fp, (_, sketched) in zip(fps, asked)]
-            held = finder.search_many(mines, probes, containment)
+            held = finder.search_many(mines, probes, containment, sides)
         near = [_near_scores(m) for m in matches]
-        sides = finder.sides({cid for n, h in zip(near, held) for cid in _sides_wanted(n, h)})
+        sides.update(finder.sides({cid for n, h in zip(near, held) for cid in _sides_wanted(n, h)} - set(sides)))
         scores = [_scores(mine, n, h, sides, self.settings.sketch_size) for mine, n, h in zip(mines, near, held)]
         documents: dict[int, list[DocumentRow]] = {}
         for doc in self.store.documents_of_contents(sorted({cid for s in scores for cid in s})):
@@ -699,15 +700,13 @@ def _scores(mine: Side, scores: dict[int, tuple], held: dict[int, float], sides:
     """A query's scores completed from the sides read: how much of the query each near-duplicate holds, and the
     Jaccard of each text found only by containment."""
     scores = dict(scores)
-    for cid in _sides_wanted(scores, held):
-        side = sides.get(cid)
-        if side is None:
-            continue
-        if cid in scores:  # a near-duplicate: how much of the query it holds
-            share = contained_share(mine, side, sketch_size)
-            scores[cid] = (*scores[cid][:3], None if share is None else round(share, 4))
-        else:
-            jaccard, distance, _ = pair_scores(mine, side, sketch_size)
+    wanted = [cid for cid in _sides_wanted(scores, held) if cid in sides]
+    near = [cid for cid in wanted if cid in scores]  # near-duplicates: how much of the query each holds
+    for cid, share in zip(near, shares_in(mine, [sides[cid] for cid in near], sketch_size)):
+        scores[cid] = (*scores[cid][:3], None if share is None else round(share, 4))
+    for cid in wanted:
+        if cid not in scores:
+            jaccard, distance, _ = pair_scores(mine, sides[cid], sketch_size)
             scores[cid] = (jaccard, distance, False, held[cid])
     return scores
 

@@ -9,6 +9,12 @@ forked: a fork server or spawn would import the caller's main script again,
 which breaks library users whose scripts have no __main__ guard. The workers
 only read files and compute; they never touch the database or the terminal.
 
+A pool forks its workers as it is made, so they load (or, the first time on a machine, compile) the compiled
+sketching while the first batch is read. Loading takes about a second; compiling takes many. A parent kept waiting
+on workers that are still at it after _HELP_AFTER_SECONDS sketches the parts no worker has taken yet itself, on
+numpy's path (fingerprint.compiled_held), those of later batches too: the first add after an install then loses
+little to compiling, and every later one, whose workers are ready in time, never sketches in the parent.
+
 Workers end with the process that started them: on Linux the kernel kills each
 one when its parent dies (prctl PR_SET_PDEATHSIG), elsewhere a thread in each
 worker watches its parent's pid. Signals are the parent's business: workers
@@ -27,19 +33,26 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from dedupdb.config import Settings
 from dedupdb.errors import DedupError
+from dedupdb.sketch.fingerprint import compiled_held
 
 # Below this many items a batch is handled inline: shipping it costs more than it saves.
 _MIN_PARALLEL = 64
 # Most items a worker takes at once: its memory grows with the part it holds (the texts, their sketches and the
 # pickled reply: 23 MB for 500 IMDB reviews, 40 for 1,000), so a batch goes out in parts of at most this many.
 _PART_ITEMS = 500
+# Parts are this small while no worker is ready: the executor hands a worker its next part before it asks, and a
+# part handed to a worker that is still compiling is one the parent cannot take over.
+_WARMING_PART_ITEMS = 100
+# Workers still warming up this long after they were forked are compiling (loading takes about a second): the parent
+# then sketches parts itself rather than wait.
+_HELP_AFTER_SECONDS = 2.5
 
 # A module-level function of (settings, items) returning one result per item, in order.
 Work = Callable[[Settings, list], list]
@@ -79,9 +92,9 @@ def _watch_parent(parent_pid: int, interval: float = _WATCH_SECONDS) -> threadin
     return thread
 
 
-def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None) -> None:
+def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, ready=None) -> None:
     """Runs first in every worker: leave signals to the parent and die with it, then warm_up (loading what the
-    work needs while the parent reads the first batch)."""
+    work needs while the parent reads the first batch), then set ready (an Event the parent watches)."""
     for signum in _IGNORED_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, inherited through fork
@@ -96,6 +109,13 @@ def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None) -> 
             warm_up()
         except Exception:  # the work meets the same failure again, and reports it as its own
             pass
+    if ready is not None:
+        ready.set()
+
+
+def _started(settings: Settings, items: list) -> list:
+    """The pool's first task: submitted as it is made, so that its workers are forked (and warm up) at once."""
+    return items
 
 
 @contextmanager
@@ -121,50 +141,105 @@ def default_workers() -> int:
 
 
 class WorkPool:
-    def __init__(self, settings: Settings, workers: int, warm_up: Callable[[], None] | None = None) -> None:
-        """warm_up: run in each worker as it starts (a module-level function, or None)."""
+    def __init__(self, settings: Settings, workers: int, warm_up: Callable[[], None] | None = None,
+                 parent_helps: bool = False) -> None:
+        """warm_up: run in each worker as it starts (a module-level function, or None). parent_helps: the parent, when
+        it would wait for a batch, does its parts no worker has taken yet itself, whether or not the workers are warm
+        (for a caller with little work of its own between batches, such as a batch query)."""
         self.settings = settings
         self.workers = workers
+        self._parent_helps = parent_helps
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods and sys.platform != "darwin" else "spawn")
+        self._ready = context.Event()  # set by the first worker done warming up
+        self._helps = warm_up is not None  # without a warm-up, workers are ready as soon as forked
+        self._outstanding: list[PendingWork] = []  # submitted, not yet collected: parts the parent may take over
         self._executor = ProcessPoolExecutor(
-            max_workers=workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(), warm_up)
+            max_workers=workers, mp_context=context, initializer=_worker_init,
+            initargs=(os.getpid(), warm_up, self._ready),
         )
+        # The first submit forks the workers (and starts the executor's threads, which keep the mask: signals then go
+        # to the main thread, the one that handles them).
+        with _signals_blocked():
+            self._executor.submit(_started, settings, [])
+        self._forked = time.monotonic()
 
     def submit(self, work: Work, items: list) -> "PendingWork":
         if len(items) < _MIN_PARALLEL:
-            return PendingWork([], work, items, self.settings)
-        size = min(_PART_ITEMS, -(-len(items) // self.workers))
+            return PendingWork(self, [], work, items)
+        largest = _PART_ITEMS if self._ready.is_set() or not self._helps else _WARMING_PART_ITEMS
+        size = min(largest, -(-len(items) // self.workers))
         parts = [items[i : i + size] for i in range(0, len(items), size)]
-        # The first submit forks the workers (and starts the executor's threads, which keep the mask: signals
-        # then go to the main thread, the one that handles them).
-        with _signals_blocked():
-            try:
-                futures = [self._executor.submit(work, self.settings, p) for p in parts]
-            except BrokenProcessPool:
-                raise _worker_died() from None
-        return PendingWork(futures, work, [], self.settings)
+        try:
+            futures = [self._executor.submit(work, self.settings, p) for p in parts]
+        except BrokenProcessPool:
+            raise _worker_died() from None
+        pending = PendingWork(self, futures, work, [], parts)
+        self._outstanding.append(pending)
+        return pending
+
+    def help_with(self, pending: "PendingWork") -> None:
+        """While workers are compiling, and this one's parts are not all done: sketch parts no worker has taken, this
+        one's own first, then those of later batches, last parts first (they are the furthest from being taken).
+        With parent_helps, this one's parts are taken over whenever the workers have not started them."""
+        while self._parent_helps or (self._helps and not self._ready.is_set()):
+            waiting = [f for i, f in enumerate(pending.futures) if i not in pending.stolen and not f.done()]
+            if not waiting:
+                return
+            if self._parent_helps and (self._ready.is_set() or not self._helps):
+                if not pending.take_one(held=False):
+                    wait(waiting, return_when=FIRST_COMPLETED)
+                continue
+            warming = time.monotonic() - self._forked
+            if warming < _HELP_AFTER_SECONDS:
+                wait(waiting, timeout=_HELP_AFTER_SECONDS - warming, return_when=FIRST_COMPLETED)
+            elif not any(p.take_one() for p in [pending, *reversed(self._outstanding)]):
+                wait(waiting, timeout=0.1, return_when=FIRST_COMPLETED)
+
+    def collected(self, pending: "PendingWork") -> None:
+        if pending in self._outstanding:
+            self._outstanding.remove(pending)
 
     def close(self) -> None:
+        self._outstanding = []
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
 class PendingWork:
-    def __init__(self, futures: list[Future], work: Work, inline: list, settings: Settings) -> None:
-        self._futures = futures
+    def __init__(self, pool: WorkPool, futures: list[Future], work: Work, inline: list,
+                 parts: list[list] | None = None) -> None:
+        self._pool = pool
+        self.futures = futures
         self._work = work
         self._inline = inline
-        self._settings = settings
+        self._parts = parts or []
+        self.stolen: dict[int, list] = {}  # results of parts the parent did itself, by part
+
+    def take_one(self, held: bool = True) -> bool:
+        """Do the last part no worker has taken here (held: on numpy's path); False when there is none."""
+        for i in reversed(range(len(self.futures))):
+            if i not in self.stolen and self.futures[i].cancel():
+                with compiled_held() if held else nullcontext():
+                    self.stolen[i] = self._work(self._pool.settings, self._parts[i])
+                return True
+        return False
 
     def result(self) -> list[Any]:
         if self._inline:
-            return self._work(self._settings, self._inline)
+            return self._work(self._pool.settings, self._inline)
+        self._pool.help_with(self)
         out: list[Any] = []
-        for future in self._futures:
-            try:
-                out.extend(future.result())
-            except BrokenProcessPool:
-                raise _worker_died() from None
+        try:
+            for i, future in enumerate(self.futures):
+                if i in self.stolen:
+                    out.extend(self.stolen[i])
+                    continue
+                try:
+                    out.extend(future.result())
+                except BrokenProcessPool:
+                    raise _worker_died() from None
+        finally:
+            self._pool.collected(self)
         return out
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -97,11 +99,12 @@ class Sketcher:
     def sketch(self, texts: list[str]) -> list[Sketch]:
         earned = self._numpy_seconds >= self.FAST_AFTER_SECONDS
         loaded = f"{__package__}.fastsketch" in sys.modules
-        fast = self._fast() if earned or (loaded and len(texts) >= self.FAST_BATCH) else None
+        fast = self._fast() if (earned or (loaded and len(texts) >= self.FAST_BATCH)) and not _HELD else None
         if fast is None:
             started = time.perf_counter()
             parts = self._parts(texts)
-            self._numpy_seconds += time.perf_counter() - started
+            if not _HELD:  # work done while held earns nothing: it stands in for workers that have the compiled path
+                self._numpy_seconds += time.perf_counter() - started
         else:
             s = self.settings
             parts = fast.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.containment_ngram, s.winnow_window,
@@ -168,6 +171,20 @@ class Sketcher:
 
 
 _SKETCHERS: dict[Settings, Sketcher] = {}
+_HELD = 0  # compiled_held() blocks entered and not left
+
+
+@contextmanager
+def compiled_held() -> Iterator[None]:
+    """Sketch on numpy's path inside, whatever this process has spent or loaded: the process that starts worker
+    processes does parts of their work this way while they compile the compiled sketching (the first run after an
+    install), rather than wait for them or compile it a second time."""
+    global _HELD
+    _HELD += 1
+    try:
+        yield
+    finally:
+        _HELD -= 1
 
 
 def _sketcher(settings: Settings) -> Sketcher:
