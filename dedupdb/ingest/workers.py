@@ -9,19 +9,10 @@ forked: a fork server or spawn would import the caller's main script again,
 which breaks library users whose scripts have no __main__ guard. The workers
 only read files and compute; they never touch the database or the terminal.
 
-A pool forks its workers as it is made, so they load (or, the first time on a machine, compile) the compiled
-sketching while the first batch is read. Loading takes about a second; compiling takes many. A parent kept waiting
-on workers that are still at it after _HELP_AFTER_SECONDS sketches the parts no worker has taken yet itself, on
-numpy's path (fingerprint.compiled_held), those of later batches too: the first add after an install then loses
-little to compiling, and every later one, whose workers are ready in time, never sketches in the parent.
-
-Workers end with the process that started them: on Linux the kernel kills each
-one when its parent dies (prctl PR_SET_PDEATHSIG), elsewhere a thread in each
-worker watches its parent's pid. Signals are the parent's business: workers
-ignore SIGINT and SIGHUP (a Ctrl-C or a hang-up reaches the whole process
-group), so the parent alone stops, shuts the pool down and reports it in one
-line. SIGTERM ends a worker silently: it is how the executor ends the workers
-of a broken pool, and a worker handling it would hang that shutdown.
+A pool forks its workers as it is made, so that they load the compiled sketching while the first batch is read
+(about a second). Where it is not compiled yet (the first run after an install: compiling takes many seconds), a
+process of its own compiles it in the background while the workers sketch on numpy's path; they take the compiled
+path once it is there (fingerprint.await_compiled). The parent, which never compiles it, starts nobody waiting.
 """
 
 from __future__ import annotations
@@ -40,20 +31,13 @@ from typing import Any
 
 from dedupdb.config import Settings
 from dedupdb.errors import DedupError
-from dedupdb.sketch.fingerprint import compiled_held
+from dedupdb.sketch.fingerprint import await_compiled, compiled_cached, compiled_held
 
 # Below this many items a batch is handled inline: shipping it costs more than it saves.
 _MIN_PARALLEL = 64
 # Most items a worker takes at once: its memory grows with the part it holds (the texts, their sketches and the
 # pickled reply: 23 MB for 500 IMDB reviews, 40 for 1,000), so a batch goes out in parts of at most this many.
 _PART_ITEMS = 500
-# Parts are this small while no worker is ready: the executor hands a worker its next part before it asks, and a
-# part handed to a worker that is still compiling is one the parent cannot take over.
-_WARMING_PART_ITEMS = 100
-# Workers still warming up this long after they were forked are compiling (loading takes about a second): the parent
-# then sketches parts itself rather than wait.
-_HELP_AFTER_SECONDS = 2.5
-
 # A module-level function of (settings, items) returning one result per item, in order.
 Work = Callable[[Settings, list], list]
 
@@ -92,9 +76,10 @@ def _watch_parent(parent_pid: int, interval: float = _WATCH_SECONDS) -> threadin
     return thread
 
 
-def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, ready=None) -> None:
+def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, compiling: bool = False) -> None:
     """Runs first in every worker: leave signals to the parent and die with it, then warm_up (loading what the
-    work needs while the parent reads the first batch), then set ready (an Event the parent watches)."""
+    work needs while the parent reads the first batch), or with compiling, sketch on numpy's path until the
+    compiled sketching another process is compiling is there."""
     for signum in _IGNORED_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, inherited through fork
@@ -109,8 +94,15 @@ def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, rea
             warm_up()
         except Exception:  # the work meets the same failure again, and reports it as its own
             pass
-    if ready is not None:
-        ready.set()
+    if compiling:
+        await_compiled()
+
+
+def _compile(parent_pid: int, warm_up: Callable[[], None]) -> None:
+    """The background compiling process: a worker of no pool, which only warms up (compiles, and keeps in numba's
+    cache: each function as it is compiled, so a run that ends first leaves the next one less to do) and ends."""
+    _worker_init(parent_pid)
+    warm_up()
 
 
 def _started(settings: Settings, items: list) -> list:
@@ -151,24 +143,24 @@ class WorkPool:
         self._parent_helps = parent_helps
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods and sys.platform != "darwin" else "spawn")
-        self._ready = context.Event()  # set by the first worker done warming up
-        self._helps = warm_up is not None  # without a warm-up, workers are ready as soon as forked
         self._outstanding: list[PendingWork] = []  # submitted, not yet collected: parts the parent may take over
+        # Compiling is left to a process of its own, the workers meanwhile sketch (see the module's docstring).
+        compiling = warm_up is not None and not compiled_cached()
         self._executor = ProcessPoolExecutor(
             max_workers=workers, mp_context=context, initializer=_worker_init,
-            initargs=(os.getpid(), warm_up, self._ready),
+            initargs=(os.getpid(), None if compiling else warm_up, compiling),
         )
         # The first submit forks the workers (and starts the executor's threads, which keep the mask: signals then go
         # to the main thread, the one that handles them).
         with _signals_blocked():
+            if compiling:
+                context.Process(target=_compile, args=(os.getpid(), warm_up), name="dedupdb-compile", daemon=True).start()
             self._executor.submit(_started, settings, [])
-        self._forked = time.monotonic()
 
     def submit(self, work: Work, items: list) -> "PendingWork":
         if len(items) < _MIN_PARALLEL:
             return PendingWork(self, [], work, items)
-        largest = _PART_ITEMS if self._ready.is_set() or not self._helps else _WARMING_PART_ITEMS
-        size = min(largest, -(-len(items) // self.workers))
+        size = min(_PART_ITEMS, -(-len(items) // self.workers))
         parts = [items[i : i + size] for i in range(0, len(items), size)]
         try:
             futures = [self._executor.submit(work, self.settings, p) for p in parts]
@@ -179,22 +171,14 @@ class WorkPool:
         return pending
 
     def help_with(self, pending: "PendingWork") -> None:
-        """While workers are compiling, and this one's parts are not all done: sketch parts no worker has taken, this
-        one's own first, then those of later batches, last parts first (they are the furthest from being taken).
-        With parent_helps, this one's parts are taken over whenever the workers have not started them."""
-        while self._parent_helps or (self._helps and not self._ready.is_set()):
+        """With parent_helps, do this one's parts that no worker has begun here rather than wait for them (last parts
+        first: they are the furthest from being begun)."""
+        while self._parent_helps:
             waiting = [f for i, f in enumerate(pending.futures) if i not in pending.stolen and not f.done()]
             if not waiting:
                 return
-            if self._parent_helps and (self._ready.is_set() or not self._helps):
-                if not pending.take_one(held=False):
-                    wait(waiting, return_when=FIRST_COMPLETED)
-                continue
-            warming = time.monotonic() - self._forked
-            if warming < _HELP_AFTER_SECONDS:
-                wait(waiting, timeout=_HELP_AFTER_SECONDS - warming, return_when=FIRST_COMPLETED)
-            elif not any(p.take_one() for p in [pending, *reversed(self._outstanding)]):
-                wait(waiting, timeout=0.1, return_when=FIRST_COMPLETED)
+            if not pending.take_one():
+                wait(waiting, return_when=FIRST_COMPLETED)
 
     def collected(self, pending: "PendingWork") -> None:
         if pending in self._outstanding:
@@ -215,11 +199,12 @@ class PendingWork:
         self._parts = parts or []
         self.stolen: dict[int, list] = {}  # results of parts the parent did itself, by part
 
-    def take_one(self, held: bool = True) -> bool:
-        """Do the last part no worker has taken here (held: on numpy's path); False when there is none."""
+    def take_one(self) -> bool:
+        """Do the last part no worker has taken here; False when there is none. Until the compiled sketching is there,
+        on numpy's path: the parent never compiles it."""
         for i in reversed(range(len(self.futures))):
             if i not in self.stolen and self.futures[i].cancel():
-                with compiled_held() if held else nullcontext():
+                with nullcontext() if compiled_cached() else compiled_held():
                     self.stolen[i] = self._work(self._pool.settings, self._parts[i])
                 return True
         return False
