@@ -107,31 +107,13 @@ def test_workers_load_the_compiled_sketching_as_they_start():
 
 
 def _where(settings, items: list) -> list:
-    """Run in a pool: each item with the process that handled it (the parent dawdles, so workers get some)."""
+    """Run in a pool: each item with the process that handled it and whether it awaits the compiled sketching."""
     import os
-    import time
 
     from dedupdb.sketch import fingerprint
 
-    if os.getpid() == _PARENT[0]:
-        time.sleep(0.1)
     return [(item, os.getpid(), fingerprint._AWAITING) for item in items]
 
-
-_PARENT = [0]
-
-
-def test_a_helping_parent_does_the_parts_no_worker_has_begun():
-    import os
-
-    _PARENT[0] = os.getpid()
-    pool = WorkPool(Settings(), workers=1, parent_helps=True)
-    try:
-        done = pool.submit(_where, list(range(10_000))).result()
-    finally:
-        pool.close()
-    assert [item for item, _, _ in done] == list(range(10_000))  # in order, whoever did them
-    assert {pid for _, pid, _ in done} >= {os.getpid()} and len({pid for _, pid, _ in done}) == 2
 
 
 def _compile_slowly() -> None:
@@ -154,7 +136,6 @@ def test_workers_sketch_while_another_process_compiles(tmp_path, monkeypatch):
 
     marker = tmp_path / "compiled"
     monkeypatch.setattr(fingerprint, "_marker", lambda: marker)
-    _PARENT[0] = os.getpid()
     texts = [f"{ENGLISH} {i}" for i in range(100)] + [f"{CHINESE}{i}" for i in range(100)]
     pool = WorkPool(Settings(), 1, _compile_slowly)
     try:

@@ -112,8 +112,7 @@ def sketched_batches(
     caller handles batch N - 1; they start at once for a large input, else with the second batch. progress is
     called with the last item of each batch handed back."""
     workers = default_workers() if workers is None else workers
-    # This process only looks texts up between batches: it sketches whatever part of a batch no worker has begun.
-    start = lambda: WorkPool(settings, workers, load_compiled, parent_helps=True)  # noqa: E731
+    start = lambda: WorkPool(settings, workers, load_compiled)  # noqa: E731
     pool: WorkPool | None = start() if large and workers > 0 else None
     in_flight = None
     try:

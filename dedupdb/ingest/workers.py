@@ -12,7 +12,7 @@ only read files and compute; they never touch the database or the terminal.
 A pool forks its workers as it is made, so that they load the compiled sketching while the first batch is read
 (about a second). Where it is not compiled yet (the first run after an install: compiling takes many seconds), a
 process of its own compiles it in the background while the workers sketch on numpy's path; they take the compiled
-path once it is there (fingerprint.await_compiled). The parent, which never compiles it, starts nobody waiting.
+path once it is there (fingerprint.await_compiled): the first add after an install waits for no compiling.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 from dedupdb.config import Settings
 from dedupdb.errors import DedupError
-from dedupdb.sketch.fingerprint import await_compiled, compiled_cached, compiled_held
+from dedupdb.sketch.fingerprint import await_compiled, compiled_cached
 
 # Below this many items a batch is handled inline: shipping it costs more than it saves.
 _MIN_PARALLEL = 64
@@ -133,17 +133,12 @@ def default_workers() -> int:
 
 
 class WorkPool:
-    def __init__(self, settings: Settings, workers: int, warm_up: Callable[[], None] | None = None,
-                 parent_helps: bool = False) -> None:
-        """warm_up: run in each worker as it starts (a module-level function, or None). parent_helps: the parent, when
-        it would wait for a batch, does its parts no worker has taken yet itself, whether or not the workers are warm
-        (for a caller with little work of its own between batches, such as a batch query)."""
+    def __init__(self, settings: Settings, workers: int, warm_up: Callable[[], None] | None = None) -> None:
+        """warm_up: run in each worker as it starts (a module-level function, or None)."""
         self.settings = settings
         self.workers = workers
-        self._parent_helps = parent_helps
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods and sys.platform != "darwin" else "spawn")
-        self._outstanding: list[PendingWork] = []  # submitted, not yet collected: parts the parent may take over
         # Compiling is left to a process of its own, the workers meanwhile sketch (see the module's docstring).
         compiling = warm_up is not None and not compiled_cached()
         self._executor = ProcessPoolExecutor(
@@ -166,65 +161,28 @@ class WorkPool:
             futures = [self._executor.submit(work, self.settings, p) for p in parts]
         except BrokenProcessPool:
             raise _worker_died() from None
-        pending = PendingWork(self, futures, work, [], parts)
-        self._outstanding.append(pending)
-        return pending
-
-    def help_with(self, pending: "PendingWork") -> None:
-        """With parent_helps, do this one's parts that no worker has begun here rather than wait for them (last parts
-        first: they are the furthest from being begun)."""
-        while self._parent_helps:
-            waiting = [f for i, f in enumerate(pending.futures) if i not in pending.stolen and not f.done()]
-            if not waiting:
-                return
-            if not pending.take_one():
-                wait(waiting, return_when=FIRST_COMPLETED)
-
-    def collected(self, pending: "PendingWork") -> None:
-        if pending in self._outstanding:
-            self._outstanding.remove(pending)
+        return PendingWork(self, futures, work, [])
 
     def close(self) -> None:
-        self._outstanding = []
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
 class PendingWork:
-    def __init__(self, pool: WorkPool, futures: list[Future], work: Work, inline: list,
-                 parts: list[list] | None = None) -> None:
+    def __init__(self, pool: WorkPool, futures: list[Future], work: Work, inline: list) -> None:
         self._pool = pool
-        self.futures = futures
+        self._futures = futures
         self._work = work
         self._inline = inline
-        self._parts = parts or []
-        self.stolen: dict[int, list] = {}  # results of parts the parent did itself, by part
-
-    def take_one(self) -> bool:
-        """Do the last part no worker has taken here; False when there is none. Until the compiled sketching is there,
-        on numpy's path: the parent never compiles it."""
-        for i in reversed(range(len(self.futures))):
-            if i not in self.stolen and self.futures[i].cancel():
-                with nullcontext() if compiled_cached() else compiled_held():
-                    self.stolen[i] = self._work(self._pool.settings, self._parts[i])
-                return True
-        return False
 
     def result(self) -> list[Any]:
         if self._inline:
             return self._work(self._pool.settings, self._inline)
-        self._pool.help_with(self)
         out: list[Any] = []
-        try:
-            for i, future in enumerate(self.futures):
-                if i in self.stolen:
-                    out.extend(self.stolen[i])
-                    continue
-                try:
-                    out.extend(future.result())
-                except BrokenProcessPool:
-                    raise _worker_died() from None
-        finally:
-            self._pool.collected(self)
+        for future in self._futures:
+            try:
+                out.extend(future.result())
+            except BrokenProcessPool:
+                raise _worker_died() from None
         return out
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -102,13 +100,12 @@ class Sketcher:
             _load_once_compiled()
         earned = self._numpy_seconds >= self.FAST_AFTER_SECONDS
         loaded = f"{__package__}.fastsketch" in sys.modules
-        wanted = (earned or (loaded and len(texts) >= self.FAST_BATCH)) and not _HELD and not _AWAITING
+        wanted = (earned or (loaded and len(texts) >= self.FAST_BATCH)) and not _AWAITING
         fast = self._fast() if wanted else None
         if fast is None:
             started = time.perf_counter()
             parts = self._parts(texts)
-            if not _HELD:  # work done while held earns nothing: it stands in for workers that have the compiled path
-                self._numpy_seconds += time.perf_counter() - started
+            self._numpy_seconds += time.perf_counter() - started
         else:
             s = self.settings
             parts = fast.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.containment_ngram, s.winnow_window,
@@ -175,20 +172,6 @@ class Sketcher:
 
 
 _SKETCHERS: dict[Settings, Sketcher] = {}
-_HELD = 0  # compiled_held() blocks entered and not left
-
-
-@contextmanager
-def compiled_held() -> Iterator[None]:
-    """Sketch on numpy's path inside, whatever this process has spent or loaded: the process that starts worker
-    processes does parts of their work this way while they compile the compiled sketching (the first run after an
-    install), rather than wait for them or compile it a second time."""
-    global _HELD
-    _HELD += 1
-    try:
-        yield
-    finally:
-        _HELD -= 1
 
 
 def _sketcher(settings: Settings) -> Sketcher:
