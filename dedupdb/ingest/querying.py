@@ -112,14 +112,13 @@ def sketched_batches(
     caller handles batch N - 1; they start at once for a large input, else with the second batch. progress is
     called with the last item of each batch handed back."""
     workers = default_workers() if workers is None else workers
-    start = lambda: WorkPool(settings, workers, load_compiled)  # noqa: E731
-    pool: WorkPool | None = start() if large and workers > 0 else None
+    pool: WorkPool | None = WorkPool(settings, workers, load_compiled) if large and workers > 0 else None
     in_flight = None
     try:
         for number, chunk in enumerate(_chunks(items, batch or QUERY_BATCH)):
             raws = [item.text for item in chunk if item.error is None]
             if pool is None and workers > 0 and number >= 1:
-                pool = start()
+                pool = WorkPool(settings, workers, load_compiled)
             pending = pool.submit(sketch_queries, raws) if pool is not None else None
             if in_flight is not None:
                 yield _joined(*in_flight, progress)

@@ -9,6 +9,14 @@ forked: a fork server or spawn would import the caller's main script again,
 which breaks library users whose scripts have no __main__ guard. The workers
 only read files and compute; they never touch the database or the terminal.
 
+Workers end with the process that started them: on Linux the kernel kills each
+one when its parent dies (prctl PR_SET_PDEATHSIG), elsewhere a thread in each
+worker watches its parent's pid. Signals are the parent's business: workers
+ignore SIGINT and SIGHUP (a Ctrl-C or a hang-up reaches the whole process
+group), so the parent alone stops, shuts the pool down and reports it in one
+line. SIGTERM ends a worker silently: it is how the executor ends the workers
+of a broken pool, and a worker handling it would hang that shutdown.
+
 A pool forks its workers as it is made, so that they load the compiled sketching while the first batch is read
 (about a second). Where it is not compiled yet (the first run after an install: compiling takes many seconds), a
 process of its own compiles it in the background while the workers sketch on numpy's path; they take the compiled
@@ -38,6 +46,7 @@ _MIN_PARALLEL = 64
 # Most items a worker takes at once: its memory grows with the part it holds (the texts, their sketches and the
 # pickled reply: 23 MB for 500 IMDB reviews, 40 for 1,000), so a batch goes out in parts of at most this many.
 _PART_ITEMS = 500
+
 # A module-level function of (settings, items) returning one result per item, in order.
 Work = Callable[[Settings, list], list]
 
@@ -154,29 +163,29 @@ class WorkPool:
 
     def submit(self, work: Work, items: list) -> "PendingWork":
         if len(items) < _MIN_PARALLEL:
-            return PendingWork(self, [], work, items)
+            return PendingWork([], work, items, self.settings)
         size = min(_PART_ITEMS, -(-len(items) // self.workers))
         parts = [items[i : i + size] for i in range(0, len(items), size)]
         try:
             futures = [self._executor.submit(work, self.settings, p) for p in parts]
         except BrokenProcessPool:
             raise _worker_died() from None
-        return PendingWork(self, futures, work, [])
+        return PendingWork(futures, work, [], self.settings)
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
 class PendingWork:
-    def __init__(self, pool: WorkPool, futures: list[Future], work: Work, inline: list) -> None:
-        self._pool = pool
+    def __init__(self, futures: list[Future], work: Work, inline: list, settings: Settings) -> None:
         self._futures = futures
         self._work = work
         self._inline = inline
+        self._settings = settings
 
     def result(self) -> list[Any]:
         if self._inline:
-            return self._work(self._pool.settings, self._inline)
+            return self._work(self._settings, self._inline)
         out: list[Any] = []
         for future in self._futures:
             try:
