@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +19,7 @@ from dedupdb.config import (
     default_db_path,
 )
 from dedupdb.errors import DatabaseError, InputError, SettingsError
+from dedupdb.index.containment import shares_in
 from dedupdb.index.grouping import DEFAULT_KEEP, keep_order, neighbours, stars
 from dedupdb.index.indexer import Indexer
 from dedupdb.index.lsh import (
@@ -35,7 +36,6 @@ from dedupdb.index.lsh import (
 from dedupdb.sketch.fingerprint import Fingerprinter, query_runs
 from dedupdb.sketch.minhash import sketch_jaccard
 from dedupdb.sketch.winnowing import Side
-from dedupdb.sketch.winnowing import containment as contained_share
 from dedupdb.sketch.winnowing import pair_scores
 from dedupdb.storage.rows import DocumentRow
 from dedupdb.storage.store import Store
@@ -63,6 +63,16 @@ class QueryHit:
     bytes: int
     snippet: str
     containment: float | None = None  # share of the query's shingles this document holds (None: not known)
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """What one text of a batch query (query_many, query_records) matches: the hits query() gives for it."""
+
+    id: str                   # the record's id (its line number without an id field), the id given, or the position
+    hits: list[QueryHit]
+    line: int | None = None   # where the record starts in its file
+    error: str | None = None  # why the text was not compared (a bad record, an empty text); hits is then empty
 
 
 @dataclass(frozen=True)
@@ -340,7 +350,6 @@ class Database:
         if containment is not None and not 0.0 < containment <= 1.0:
             raise InputError(f"containment must be in (0, 1], got {containment}")
         matches = self.indexer.search(fp, threshold)
-        scores = {m.content_id: (m.jaccard, m.hamming, m.exact, 1.0 if m.exact else None) for m in matches}
         mine = Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash)
         finder = self.indexer.containment
         held = {}
@@ -350,21 +359,96 @@ class Database:
             short = fp.shingles < 2 * self.settings.winnow_window
             probe = query_runs(self.settings, normalized) if short else fp.fingerprints
             held = finder.search(mine, probe, containment)
-        sides = finder.sides([c for c, s in scores.items() if s[3] is None] + [c for c in held if c not in scores])
-        for cid, side in sides.items():
-            if cid in scores:  # a near-duplicate: how much of the query it holds
-                share = contained_share(mine, side, self.settings.sketch_size)
-                scores[cid] = (*scores[cid][:3], None if share is None else round(share, 4))
-            else:
-                jaccard, distance, _ = pair_scores(mine, side, self.settings.sketch_size)
-                scores[cid] = (jaccard, distance, False, held[cid])
-        hits = []
-        for doc in self.store.documents_of_contents(list(scores)):
-            jaccard, distance, exact, share = scores[doc.content_id]
-            hits.append(QueryHit(doc.key, doc.path, doc.record, jaccard, distance, exact, doc.bytes, doc.snippet, share))
-        hits.sort(key=lambda h: (not h.exact, -(h.jaccard if h.containment is None else h.containment), -h.jaccard,
-                                 h.hamming if h.hamming is not None else 65, h.key))
-        return hits[:top] if top else hits
+        scores = _near_scores(matches)
+        sides = finder.sides(_sides_wanted(scores, held))
+        scores = _scores(mine, scores, held, sides, self.settings.sketch_size)
+        return _hits(scores, self.store.documents_of_contents(list(scores)), top)
+
+    def query_many(
+        self,
+        texts: Iterable[str | tuple[str, str]],
+        threshold: float | None = None,
+        top: int = 10,
+        containment: float | None = QUERY_CONTAINMENT,
+        workers: int | None = None,
+    ) -> Iterator[QueryResult]:
+        """query() of each text of a corpus, in order, without storing any: one QueryResult each, streamed. Texts are
+        strings (each's id is its position, from 0) or (id, text) pairs. They are sketched in batches by worker
+        processes (workers: as for add; 0: none) while the batch before is searched, and each batch is looked up
+        in the store together; a text query() refuses (empty, nothing to compare) comes back with its error."""
+        from dedupdb.ingest.querying import given_texts
+
+        return self._answer_all(given_texts(texts), threshold, top, containment, workers)
+
+    def query_records(
+        self,
+        path: str | Path,
+        records: RecordOptions | None = None,
+        threshold: float | None = None,
+        top: int = 10,
+        containment: float | None = QUERY_CONTAINMENT,
+        workers: int | None = None,
+        progress: Progress | None = None,
+        stdin: BinaryIO | None = None,
+    ) -> Iterator[QueryResult]:
+        """query_many() of the records of a file (JSON Lines, CSV or one text per line, compressed or not; its format
+        by suffix unless records says, lines for another suffix) or of standard input ('-', whose format must be
+        given), read as add reads them. A bad record comes back with its reason as error. progress(bytes read,
+        bytes in all) is called as batches are answered (bytes in all is 0 when not known)."""
+        from dedupdb.ingest.querying import POOL_AT_ONCE_BYTES, query_records_of
+        from dedupdb.ingest.records import RecordOptions
+
+        self._check_query(containment)
+        items, size = query_records_of(path, records or RecordOptions(), stdin)
+        report = None
+        if progress is not None:
+            report = lambda last: progress(last.end_offset, size or 0)  # noqa: E731
+        large = size is None or size >= POOL_AT_ONCE_BYTES
+        return self._answer_all(items, threshold, top, containment, workers, large, report)
+
+    def _check_query(self, containment: float | None) -> None:
+        self._require_current()
+        if containment is not None and not 0.0 < containment <= 1.0:
+            raise InputError(f"containment must be in (0, 1], got {containment}")
+
+    def _answer_all(self, items, threshold, top, containment, workers, large=False, progress=None) -> Iterator[QueryResult]:
+        from dedupdb.ingest.querying import sketched_batches
+
+        self._check_query(containment)  # here too: before the first result is asked for
+        return self._answers(sketched_batches(self.settings, items, workers, large, progress=progress), threshold,
+                             top, containment)
+
+    def _answers(self, batches, threshold, top, containment) -> Iterator[QueryResult]:
+        for batch in batches:
+            with self.store.snapshot():  # a batch is answered from one state of the store
+                yield from self._answer_batch(batch, threshold, top, containment)
+
+    def _answer_batch(self, batch, threshold, top, containment) -> list[QueryResult]:
+        """query() of a batch of sketched texts, with every lookup made for all of them at once."""
+        asked = [(item, sketched) for item, sketched in batch if sketched is not None and sketched.error is None]
+        fps = self.fingerprinter.batch([sketched.sketch for _, sketched in asked])
+        mines = [Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash) for fp in fps]
+        matches = self.indexer.search_many(fps, threshold)
+        finder = self.indexer.containment
+        held: list[dict[int, float]] = [{} for _ in asked]
+        sides: dict[int, Side] = {}
+        if containment is not None:
+            probes = [fp.fingerprints if sketched.runs is None else sketched.runs for fp, (_, sketched) in zip(fps, asked)]
+            held = finder.search_many(mines, probes, containment, sides)
+        near = [_near_scores(m) for m in matches]
+        sides.update(finder.sides({cid for n, h in zip(near, held) for cid in _sides_wanted(n, h)} - set(sides)))
+        scores = [_scores(mine, n, h, sides, self.settings.sketch_size) for mine, n, h in zip(mines, near, held)]
+        documents: dict[int, list[DocumentRow]] = {}
+        for doc in self.store.documents_of_contents(sorted({cid for s in scores for cid in s})):
+            documents.setdefault(doc.content_id, []).append(doc)
+        answered = {
+            id(item): _hits(s, [d for cid in s for d in documents.get(cid, ())], top) for (item, _), s in zip(asked, scores)
+        }
+        out = []
+        for item, sketched in batch:
+            error = item.error if sketched is None else sketched.error
+            out.append(QueryResult(item.id, answered.get(id(item), []), item.line, error))
+        return out
 
     def parts_in_groups(self) -> list[tuple[str, str]]:
         """(key, file path) of the grouped documents that are parts of a file (a message in a mail file, an
@@ -712,6 +796,45 @@ class Database:
         from dedupdb.index.check import check_database
 
         return check_database(self)
+
+
+def _near_scores(matches) -> dict[int, tuple]:
+    """content id -> (jaccard, hamming, exact, containment) of a query's near-duplicates (containment of an exact
+    copy is 1; of the others not known yet)."""
+    return {m.content_id: (m.jaccard, m.hamming, m.exact, 1.0 if m.exact else None) for m in matches}
+
+
+def _sides_wanted(scores: dict[int, tuple], held: dict[int, float]) -> list[int]:
+    """The stored texts whose sides scoring a query needs: near-duplicates whose containment is not known, and
+    texts found only by containment."""
+    return [c for c, s in scores.items() if s[3] is None] + [c for c in held if c not in scores]
+
+
+def _scores(mine: Side, scores: dict[int, tuple], held: dict[int, float], sides: dict[int, Side],
+            sketch_size: int) -> dict[int, tuple]:
+    """A query's scores completed from the sides read: how much of the query each near-duplicate holds, and the
+    Jaccard of each text found only by containment."""
+    scores = dict(scores)
+    wanted = [cid for cid in _sides_wanted(scores, held) if cid in sides]
+    near = [cid for cid in wanted if cid in scores]  # near-duplicates: how much of the query each holds
+    for cid, share in zip(near, shares_in(mine, [sides[cid] for cid in near], sketch_size)):
+        scores[cid] = (*scores[cid][:3], None if share is None else round(share, 4))
+    for cid in wanted:
+        if cid not in scores:
+            jaccard, distance, _ = pair_scores(mine, sides[cid], sketch_size)
+            scores[cid] = (jaccard, distance, False, held[cid])
+    return scores
+
+
+def _hits(scores: dict[int, tuple], documents: list[DocumentRow], top: int) -> list[QueryHit]:
+    """The documents holding the scored texts, exact copies first, then by containment (or Jaccard)."""
+    hits = []
+    for doc in documents:
+        jaccard, distance, exact, share = scores[doc.content_id]
+        hits.append(QueryHit(doc.key, doc.path, doc.record, jaccard, distance, exact, doc.bytes, doc.snippet, share))
+    hits.sort(key=lambda h: (not h.exact, -(h.jaccard if h.containment is None else h.containment), -h.jaccard,
+                             h.hamming if h.hamming is not None else 65, h.key))
+    return hits[:top] if top else hits
 
 
 def _check_compatible(stored: Settings, requested: dict) -> None:

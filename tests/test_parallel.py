@@ -106,3 +106,55 @@ def test_workers_load_the_compiled_sketching_as_they_start():
     )
     done = subprocess.run([sys.executable, "-c", code, ENGLISH, CHINESE], capture_output=True, text=True, timeout=300)
     assert done.stdout.split() == ["True", "False", "True"], done.stderr
+
+
+def _where(settings, items: list) -> list:
+    """Run in a pool: each item with the process that handled it and whether it awaits the compiled sketching."""
+    import os
+
+    from dedupdb.sketch import fingerprint
+
+    return [(item, os.getpid(), fingerprint._AWAITING) for item in items]
+
+
+
+def _compile_slowly() -> None:
+    import time
+
+    from dedupdb.sketch.fingerprint import load_compiled
+
+    time.sleep(1.5)
+    load_compiled()
+
+
+def test_workers_sketch_while_another_process_compiles(tmp_path, monkeypatch):
+    """Before the compiled sketching was ever kept in numba's cache (the first run after an install), a process of
+    its own compiles it while the workers sketch on numpy's path; they take it once it is there."""
+    import os
+    import time
+
+    pytest.importorskip("numba")
+    from dedupdb.sketch import fingerprint
+
+    marker = tmp_path / "compiled"
+    monkeypatch.setattr(fingerprint, "_marker", lambda: marker)
+    texts = [f"{ENGLISH} {i}" for i in range(100)] + [f"{CHINESE}{i}" for i in range(100)]
+    pool = WorkPool(Settings(), 1, _compile_slowly)
+    try:
+        early = pool.submit(_where, list(range(100))).result()
+        sketched_early = pool.submit(sketch_texts, texts).result()
+        waited = time.monotonic()
+        while not marker.exists() and time.monotonic() - waited < 120:
+            time.sleep(0.1)
+        sketched_later = pool.submit(sketch_texts, texts).result()
+        after = pool.submit(_where, list(range(100))).result()
+    finally:
+        pool.close()
+    assert marker.exists()  # written by the compiling process: neither the parent nor a worker ran the warm-up
+    assert {awaiting for _, _, awaiting in early} == {True}
+    assert {awaiting for _, _, awaiting in after} == {False}  # the worker loaded it as it next sketched
+    local = sketch_texts(Settings(), texts)
+    for sketched in (sketched_early, sketched_later):
+        assert [(s.content_hash, s.simhash, s.shingles) for s in sketched] == [(s.content_hash, s.simhash, s.shingles) for s in local]
+        assert all((a.minhash == b.minhash).all() and (a.sketch == b.sketch).all() for a, b in zip(sketched, local))
+    assert not fingerprint._AWAITING  # the parent never waited, nor compiled

@@ -459,10 +459,34 @@ def query(
         help="Also list documents holding at least this share of the text's shingles, such as the long text a "
         "remembered passage comes from (0: near-duplicates only).",
     ),
-    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format."),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="Output format (with --records, json is one line a record)."),
+    records: Optional[Path] = typer.Option(
+        None, "--records", metavar="FILE",
+        help="Look for every record of this file ('-': standard input), without adding any: JSON Lines, CSV or one "
+        "text per line (by suffix; compressed too), read as 'add' reads them.",
+    ),
+    record_format: RecordFormat = typer.Option(
+        RecordFormat.auto, "--record-format", help="Format of the --records file (auto: by suffix, else lines)."
+    ),
+    text_field: Optional[str] = typer.Option(None, "--text-field", help="JSONL key or CSV column holding the text."),
+    id_field: Optional[str] = typer.Option(None, "--id-field", help="JSONL key or CSV column holding the record id."),
+    workers: Optional[int] = typer.Option(
+        None, "--workers", min=0, help="With --records: processes sketching texts, 0 for none \\[default: cores - 1]."
+    ),
 ) -> None:
     """Find stored documents that are near-duplicates of a text, or that contain it; exact copies first, then by
-    the share of the text each holds."""
+    the share of the text each holds.
+
+    With --records FILE, every record of a corpus is looked for, none is added: each record's matches (key,
+    jaccard, containment, exact) are written as they are found, one JSON line a record with --format json. Bad
+    records are listed on standard error, and make the exit status 23."""
+    if records is not None:
+        if text is not None or file is not None:
+            raise DedupError("give TEXT, --file or --records, not two of them")
+        _query_records(records, db, record_format.value, text_field, id_field, threshold, top, containment, fmt, workers)
+        return
+    if record_format is not RecordFormat.auto or text_field or id_field or workers is not None:
+        raise DedupError("--record-format, --text-field, --id-field and --workers go with --records FILE")
     if file is not None and text is not None:
         raise DedupError("give either TEXT or --file, not both")
     if file is not None:
@@ -494,6 +518,27 @@ def query(
         render.write_json(render.query_json(hits))
     else:
         render.query_table(hits)
+
+
+def _query_records(path: Path, db, fmt_name: str, text_field, id_field, threshold, top, containment, fmt, workers) -> None:
+    from contextlib import closing
+
+    from dedupdb.ingest.records import RecordOptions
+
+    options = RecordOptions(fmt_name, text_field, id_field)
+    source = str(path) if str(path) == "-" else path
+    with _open(db) as database:
+        if database.is_empty():
+            raise DedupError("the database is empty; add documents with 'dedupdb add PATH' first")
+        _warn_unfingerprinted(database, containment)
+        with render.progress_bar("Querying", in_bytes=True) as progress:
+            found = database.query_records(source, options, threshold, top, containment or None, workers,
+                                           render.known_total(progress), _stdin() if source == "-" else None)
+            with closing(found):
+                tally = render.query_results(found, str(path), fmt is ListFormat.json)
+    render.query_results_summary(tally)
+    if tally.bad:
+        raise typer.Exit(EXIT_PARTIAL)
 
 
 @app.command()

@@ -8,7 +8,7 @@ import math
 import sys
 from collections.abc import Iterable
 from contextlib import contextmanager
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from os.path import commonprefix
 from typing import TYPE_CHECKING, TextIO
@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:  # the database module brings numpy and the index: a command that fails early needs neither
-    from dedupdb.database import Cluster, Pair, QueryHit
+    from dedupdb.database import Cluster, Pair, QueryHit, QueryResult
     from dedupdb.ingest.summary import AddSummary
 
 # Piped or redirected output is read by programs, and by people in editors and pagers that wrap for themselves:
@@ -393,6 +393,67 @@ def query_table(hits: list[QueryHit]) -> None:
 
 def query_json(hits: list[QueryHit]) -> list[dict]:
     return [asdict(h) for h in hits]
+
+
+def known_total(update):
+    """A progress bar's update for amounts whose total may not be known (0): the bar then shows only the amount."""
+    if update is None:
+        return None
+    return lambda done, total: update(done, total or None)
+
+
+@dataclass
+class QueryTally:
+    records: int = 0
+    matched: int = 0
+    bad: int = 0
+    seconds: float = 0.0
+
+
+def query_result_json(result: QueryResult) -> dict:
+    """One record's line of 'query --records --format json': its id, line and matches."""
+    return {
+        "id": result.id,
+        "line": result.line,
+        "matches": [{"key": h.key, "jaccard": h.jaccard, "containment": h.containment, "exact": h.exact}
+                    for h in result.hits],
+    }
+
+
+def query_results(results: Iterable[QueryResult], source: str, as_json: bool, out: TextIO | None = None) -> QueryTally:
+    """Each record's matches as it is answered: a JSON line a record, or a line a match of those with any; bad
+    records one line each on standard error."""
+    import time
+
+    out = out or sys.stdout
+    tally = QueryTally()
+    started = time.perf_counter()
+    for result in results:
+        if result.error is not None:
+            tally.bad += 1
+            where = f"{source}:{result.line}" if result.line is not None else f"{source}#{result.id}"
+            err_console.print(f"[yellow]bad record[/yellow] {escape(where)}: {escape(result.error)}", highlight=False,
+                              soft_wrap=True)
+            continue
+        tally.records += 1
+        tally.matched += bool(result.hits)
+        if as_json:
+            out.write(json.dumps(query_result_json(result), ensure_ascii=False) + "\n")
+            continue
+        for h in result.hits:
+            score = "exact" if h.exact else f"jaccard {h.jaccard:.3f}"
+            if h.containment is not None and not h.exact:
+                score += f", contained {h.containment:.3f}"
+            out.write(f"{result.id}\t{h.key}\t{score}\n")
+    tally.seconds = time.perf_counter() - started
+    return tally
+
+
+def query_results_summary(tally: QueryTally) -> None:
+    rate = tally.records / tally.seconds if tally.seconds > 0 else 0.0
+    bad = f", {tally.bad:,} bad records" if tally.bad else ""
+    err_console.print(f"Queried {tally.records:,} records: {tally.matched:,} with matches{bad} in {tally.seconds:.1f}s "
+                      f"({rate:,.0f} records/s)", highlight=False, soft_wrap=True)
 
 
 def pairs_jsonl(pairs: Iterable[Pair], out: TextIO | None = None) -> None:

@@ -48,6 +48,8 @@ class Match:
 SIMHASH_SLOTS = 1024
 # Candidate pairs verified at once (with the stored sketches they need in memory).
 VERIFY_PAIRS_AT_ONCE = 1 << 16
+# Ids the texts of a batch of queries take beside stored contents' (content ids fit in 30 bits, store.py).
+_QUERY_IDS = 1 << 40
 
 
 class Indexer:
@@ -58,6 +60,7 @@ class Indexer:
         self.fingerprinter = fingerprinter
         self.containment = ContainmentIndex(store, settings)
         self.judge = PairJudge(settings.threshold, settings.sketch_size)
+        self._query_judges: dict[float, PairJudge] = {}  # by threshold: each learns when to turn to compiled code
 
     # --- index keys ---------------------------------------------------------------
 
@@ -208,6 +211,42 @@ class Indexer:
                 matches.append(Match(cid, verdict.jaccard, verdict.hamming, False))
         matches.sort(key=lambda m: (-m.jaccard, m.hamming if m.hamming is not None else 65, m.content_id))
         return matches
+
+    def search_many(self, fps: list[Fingerprint], threshold: float | None = None) -> list[list[Match]]:
+        """search() of many fingerprints at once, with the same answers: one lookup of the index for all their keys,
+        one read of the stored sketches their candidates need, their pairs verified together."""
+        limit = self.settings.threshold if threshold is None else threshold
+        hashes = [fp.content_hash for fp in fps]
+        known = self.store.content_ids_by_hash(list(set(hashes)))
+        exact = [known.get(h) for h in hashes]
+        out = [[Match(e, 1.0, 0 if fp.simhash is not None else None, True)] if e else [] for e, fp in zip(exact, fps)]
+        ids, keys = self.rows_of(dict(enumerate(fps)))
+        if len(keys):
+            stored_keys, stored_ids = self.store.match_index(keys)
+            order = np.argsort(stored_keys, kind="stable")
+            stored_keys, stored_ids = stored_keys[order], stored_ids[order].astype(np.int64)
+            lows = np.searchsorted(stored_keys, keys, "left")
+            counts = np.searchsorted(stored_keys, keys, "right") - lows
+            codes = distinct((np.repeat(ids, counts) << 32) | stored_ids[ranges(lows, counts)])
+            queries, candidates = codes >> 32, codes & 0xFFFFFFFF
+            not_exact = candidates != np.array([e or -1 for e in exact], np.int64)[queries]
+            queries, candidates = queries[not_exact], candidates[not_exact]
+            judge = self._query_judges.get(limit)
+            if judge is None:
+                judge = self._query_judges[limit] = PairJudge(limit, self.settings.sketch_size)
+            for start in range(0, len(queries), VERIFY_PAIRS_AT_ONCE):
+                part_q, part_c = queries[start : start + VERIFY_PAIRS_AT_ONCE], candidates[start : start + VERIFY_PAIRS_AT_ONCE]
+                theirs = SketchTable(*self.store.sketch_columns(distinct(part_c).tolist()))
+                present = np.isin(part_c, theirs.ids)  # a text gone meanwhile has no sketch
+                part_q, part_c = part_q[present], part_c[present]
+                mine = SketchTable.of({_QUERY_IDS + q: Signature(fps[q].sketch, fps[q].simhash)
+                                       for q in distinct(part_q).tolist()})
+                pairs = np.column_stack((part_c, part_q + _QUERY_IDS))
+                for cid, query, jaccard, distance in judge.pairs(SketchTable.joined([theirs, mine]), pairs):
+                    out[query - _QUERY_IDS].append(Match(cid, jaccard, distance, False))
+        for matches in out:
+            matches.sort(key=lambda m: (-m.jaccard, m.hamming if m.hamming is not None else 65, m.content_id))
+        return out
 
 
 def index_rows(settings: Settings, scheme: Candidates, fingerprints: dict[int, Fingerprint]) -> tuple[np.ndarray, np.ndarray]:

@@ -16,6 +16,11 @@ ignore SIGINT and SIGHUP (a Ctrl-C or a hang-up reaches the whole process
 group), so the parent alone stops, shuts the pool down and reports it in one
 line. SIGTERM ends a worker silently: it is how the executor ends the workers
 of a broken pool, and a worker handling it would hang that shutdown.
+
+A pool forks its workers as it is made, so that they load the compiled sketching while the first batch is read
+(about a second). Where it is not compiled yet (the first run after an install: compiling takes many seconds), a
+process of its own compiles it in the background while the workers sketch on numpy's path; they take the compiled
+path once it is there (fingerprint.await_compiled): the first add after an install waits for no compiling.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Any
 
 from dedupdb.config import Settings
 from dedupdb.errors import DedupError
+from dedupdb.sketch.fingerprint import await_compiled, compiled_cached
 
 # Below this many items a batch is handled inline: shipping it costs more than it saves.
 _MIN_PARALLEL = 64
@@ -79,9 +85,10 @@ def _watch_parent(parent_pid: int, interval: float = _WATCH_SECONDS) -> threadin
     return thread
 
 
-def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None) -> None:
+def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, compiling: bool = False) -> None:
     """Runs first in every worker: leave signals to the parent and die with it, then warm_up (loading what the
-    work needs while the parent reads the first batch)."""
+    work needs while the parent reads the first batch), or with compiling, sketch on numpy's path until the
+    compiled sketching another process is compiling is there."""
     for signum in _IGNORED_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, inherited through fork
@@ -96,6 +103,20 @@ def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None) -> 
             warm_up()
         except Exception:  # the work meets the same failure again, and reports it as its own
             pass
+    if compiling:
+        await_compiled()
+
+
+def _compile(parent_pid: int, warm_up: Callable[[], None]) -> None:
+    """The background compiling process: a worker of no pool, which only warms up (compiles, and keeps in numba's
+    cache: each function as it is compiled, so a run that ends first leaves the next one less to do) and ends."""
+    _worker_init(parent_pid)
+    warm_up()
+
+
+def _started(settings: Settings, items: list) -> list:
+    """The pool's first task: submitted as it is made, so that its workers are forked (and warm up) at once."""
+    return items
 
 
 @contextmanager
@@ -127,9 +148,18 @@ class WorkPool:
         self.workers = workers
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods and sys.platform != "darwin" else "spawn")
+        # Compiling is left to a process of its own, the workers meanwhile sketch (see the module's docstring).
+        compiling = warm_up is not None and not compiled_cached()
         self._executor = ProcessPoolExecutor(
-            max_workers=workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(), warm_up)
+            max_workers=workers, mp_context=context, initializer=_worker_init,
+            initargs=(os.getpid(), None if compiling else warm_up, compiling),
         )
+        # The first submit forks the workers (and starts the executor's threads, which keep the mask: signals then go
+        # to the main thread, the one that handles them).
+        with _signals_blocked():
+            if compiling:
+                context.Process(target=_compile, args=(os.getpid(), warm_up), name="dedupdb-compile", daemon=True).start()
+            self._executor.submit(_started, settings, [])
 
     def submit(
         self, work: Work, items: list, part_items: int = _PART_ITEMS, min_items: int = _MIN_PARALLEL
@@ -140,13 +170,10 @@ class WorkPool:
             return PendingWork([], work, items, self.settings)
         size = min(part_items, -(-len(items) // self.workers))
         parts = [items[i : i + size] for i in range(0, len(items), size)]
-        # The first submit forks the workers (and starts the executor's threads, which keep the mask: signals
-        # then go to the main thread, the one that handles them).
-        with _signals_blocked():
-            try:
-                futures = [self._executor.submit(work, self.settings, p) for p in parts]
-            except BrokenProcessPool:
-                raise _worker_died() from None
+        try:
+            futures = [self._executor.submit(work, self.settings, p) for p in parts]
+        except BrokenProcessPool:
+            raise _worker_died() from None
         return PendingWork(futures, work, [], self.settings)
 
     def close(self) -> None:

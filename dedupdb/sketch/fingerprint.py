@@ -6,6 +6,7 @@ import sys
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import xxhash
@@ -95,9 +96,12 @@ class Sketcher:
         self._numpy_seconds = 0.0  # spent sketching with numpy (batches and single texts)
 
     def sketch(self, texts: list[str]) -> list[Sketch]:
+        if _AWAITING:
+            _load_once_compiled()
         earned = self._numpy_seconds >= self.FAST_AFTER_SECONDS
         loaded = f"{__package__}.fastsketch" in sys.modules
-        fast = self._fast() if earned or (loaded and len(texts) >= self.FAST_BATCH) else None
+        wanted = (earned or (loaded and len(texts) >= self.FAST_BATCH)) and not _AWAITING
+        fast = self._fast() if wanted else None
         if fast is None:
             started = time.perf_counter()
             parts = self._parts(texts)
@@ -189,6 +193,55 @@ def kept_signatures(settings: Settings, shingle_sets: list[NDArray[np.uint32]]) 
     return _kept(_sketcher(settings).minhasher.signatures(shingle_sets))
 
 
+_AWAITING = False  # await_compiled(): this process is not to compile the sketching, only to load it once compiled
+
+
+def await_compiled() -> None:
+    """Sketch on numpy's path until the compiled sketching is in numba's cache (another process compiling it),
+    then load it from there: a worker started before it was ever compiled sketches at once rather than compile."""
+    global _AWAITING
+    _AWAITING = True
+
+
+def _load_once_compiled() -> None:
+    """In a process awaiting the compiled sketching: load it if it is there now (from then on it is taken from the
+    first batch, as a worker that loaded it as it started takes it)."""
+    global _AWAITING
+    if compiled_cached():
+        _AWAITING = False
+        load_compiled()
+
+
+def _compiled_marker() -> Path:
+    """A file that says the compiled sketching of this source, numba and Python is in numba's cache (jit.py's
+    folder), named after all three: an edit or an upgrade of either wants another."""
+    import os
+    from importlib import metadata
+
+    from dedupdb.config import cache_dir
+
+    source = Path(__file__).with_name("fastsketch.py")
+    try:
+        numba_version = metadata.version("numba")
+        stat = source.stat()
+    except (metadata.PackageNotFoundError, OSError):
+        numba_version, stat = "", None
+    stamp = f"{source}:{stat.st_mtime_ns if stat else 0}:{stat.st_size if stat else 0}:{numba_version}:{sys.version}"
+    folder = Path(os.environ["NUMBA_CACHE_DIR"]) if "NUMBA_CACHE_DIR" in os.environ else cache_dir() / "numba"
+    return folder / f"dedupdb-compiled-{xxhash.xxh64_hexdigest(stamp.encode())}"
+
+
+@lru_cache(maxsize=1)
+def _marker() -> Path:
+    return _compiled_marker()
+
+
+def compiled_cached() -> bool:
+    """Whether the compiled sketching is in numba's cache (loading it then takes about a second, compiling it
+    many: the first run after an install)."""
+    return _marker().exists()
+
+
 def load_compiled() -> None:
     """Load the compiled sketching now, in a worker process that is to sketch large batches: they then take it
     from the first, never numpy's path, which costs more memory and time. Only for a process that runs nothing
@@ -199,10 +252,15 @@ def load_compiled() -> None:
     if spare:
         sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
     try:
-        Sketcher._fast()
+        loaded = Sketcher._fast()
     finally:
         if spare and "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
             del sys.modules["scipy.linalg"]
+    if loaded is not None and not compiled_cached():
+        try:
+            _marker().touch()
+        except OSError:  # a cache folder that cannot take the mark: processes then compile for themselves, as before
+            pass
 
 
 def sketch_texts(settings: Settings, texts: list[str]) -> list[Sketch]:

@@ -1,0 +1,243 @@
+"""The texts of a batch query (Database.query_many): read from a record file or given, sketched batch by batch in
+worker processes, never stored.
+
+One batch is sketched while the one before it is searched and answered, as an add writes one batch while the next
+is sketched; only those two batches are held, so a corpus of any length streams through in bounded memory.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from dedupdb.config import Settings
+from dedupdb.errors import InputError
+from dedupdb.ingest.records import (
+    BadRecord,
+    EndOfRecords,
+    RecordOptions,
+    compression_of,
+    open_record_file,
+    read_records,
+    sniff_encoding,
+)
+from dedupdb.ingest.sources import readable_name
+from dedupdb.ingest.workers import WorkPool, default_workers
+from dedupdb.sketch.fingerprint import Sketch, load_compiled, query_runs, sketch_texts
+from dedupdb.text.normalize import normalize_lines
+
+STDIN = "-"
+# Texts sketched and searched together: enough that the store is read once for many, few enough that two batches
+# of long texts stay small in memory.
+QUERY_BATCH = 4096
+# A query text of at least this many bytes in all starts the workers at once; a smaller one is sketched here.
+POOL_AT_ONCE_BYTES = 8 * 1024 * 1024
+_SAMPLE_BYTES = 64 * 1024
+_SPOOL_BYTES = 32 * 1024 * 1024
+
+EMPTY_TEXT = "the query text is empty"
+NOTHING_TO_COMPARE = "the query has no words or characters to compare (only punctuation or symbols)"
+
+# (bytes read, bytes in all or None when not known: a compressed file or standard input)
+QueryProgress = Callable[[int, "int | None"], None]
+
+
+@dataclass(slots=True)
+class QueryText:
+    """One text to look for: its id (the record's, or its position), where it stands in its file, and its text, or
+    why there is none (a bad record)."""
+
+    id: str
+    text: str | None
+    line: int | None = None
+    error: str | None = None
+    end_offset: int = 0  # bytes of the file read once this record is
+
+
+@dataclass(slots=True)
+class SketchedQuery:
+    """What searching for one text needs, made in a worker: its sketch and, for a text shorter than two winnowing
+    windows, every run hash it has (its few fingerprints need not be those a longer text holding it keeps)."""
+
+    sketch: Sketch | None
+    runs: np.ndarray | None
+    error: str | None
+
+
+def sketch_queries(settings: Settings, raws: list[str]) -> list[SketchedQuery]:
+    """Normalize and sketch query texts (each distinct text once); a module-level function so workers can run it."""
+    texts = normalize_lines([raw.replace("\n", " ") for raw in raws])  # normalize() of each, as query() does
+    distinct = list(dict.fromkeys(t for t in texts if t))
+    sketches = dict(zip(distinct, sketch_texts(settings, distinct)))
+    short = 2 * settings.winnow_window
+    out = []
+    for text in texts:
+        if not text:
+            out.append(SketchedQuery(None, None, EMPTY_TEXT))
+            continue
+        sketch = sketches[text]
+        if sketch.shingles == 0:
+            out.append(SketchedQuery(None, None, NOTHING_TO_COMPARE))
+            continue
+        runs = query_runs(settings, text) if sketch.shingles < short else None
+        # A query needs no word counts (they weigh a store's corpus): they are left out of what travels back.
+        out.append(SketchedQuery(Sketch(sketch.content_hash, sketch.chars, sketch.shingles, sketch.minhash,
+                                        sketch.sketch, sketch.simhash, None, sketch.tokens, sketch.fingerprints),
+                                 runs, None))
+    return out
+
+
+def given_texts(texts: Iterable[str | tuple[str, str]]) -> Iterator[QueryText]:
+    """Texts given to query_many: each a string (its id its position, from 0) or an (id, text) pair."""
+    for position, item in enumerate(texts):
+        if isinstance(item, str):
+            yield QueryText(str(position), item)
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str):
+            yield QueryText(str(item[0]), item[1])
+        else:
+            raise InputError(f"query_many takes texts or (id, text) pairs; item {position} is {type(item).__name__}")
+
+
+def sketched_batches(
+    settings: Settings, items: Iterator[QueryText], workers: int | None = None, large: bool = False,
+    batch: int | None = None, progress: Callable[[QueryText], None] | None = None,
+) -> Iterator[list[tuple[QueryText, SketchedQuery | None]]]:
+    """The items in batches, each text with its sketch (None for a bad record). The workers sketch batch N while the
+    caller handles batch N - 1; they start at once for a large input, else with the second batch. progress is
+    called with the last item of each batch handed back."""
+    workers = default_workers() if workers is None else workers
+    pool: WorkPool | None = WorkPool(settings, workers, load_compiled) if large and workers > 0 else None
+    in_flight = None
+    try:
+        for number, chunk in enumerate(_chunks(items, batch or QUERY_BATCH)):
+            raws = [item.text for item in chunk if item.error is None]
+            if pool is None and workers > 0 and number >= 1:
+                pool = WorkPool(settings, workers, load_compiled)
+            pending = pool.submit(sketch_queries, raws) if pool is not None else None
+            if in_flight is not None:
+                yield _joined(*in_flight, progress)
+            in_flight = (chunk, pending if pending is not None else sketch_queries(settings, raws))
+        if in_flight is not None:
+            yield _joined(*in_flight, progress)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _joined(chunk: list[QueryText], sketched, progress) -> list[tuple[QueryText, SketchedQuery | None]]:
+    results = iter(sketched if isinstance(sketched, list) else sketched.result())
+    out = [(item, next(results) if item.error is None else None) for item in chunk]
+    if progress is not None and chunk:
+        progress(chunk[-1])
+    return out
+
+
+def _chunks(items: Iterator[QueryText], size: int) -> Iterator[list[QueryText]]:
+    chunk: list[QueryText] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+# --- record files --------------------------------------------------------------------------------------
+
+
+def record_format(path: str | Path, options: RecordOptions) -> RecordOptions:
+    """The options a query's record file is read with: as asked, else by its suffix, else one text per line
+    (named on the command line, the file is records whatever its suffix). Standard input needs its format."""
+    if str(path) == STDIN:
+        if options.format == "auto":
+            raise InputError("reading standard input needs its record format: --record-format jsonl|csv|lines")
+        return options.resolved(options.format)
+    return options.resolved(options.format_for(Path(path)) or "lines")
+
+
+def query_records_of(
+    path: str | Path, options: RecordOptions, stdin: BinaryIO | None = None
+) -> tuple[Iterator[QueryText], int | None]:
+    """The records of a file (or of standard input, '-') as query texts, bad records included, and the file's size
+    in bytes when the offsets of its records count them (not for a compressed file or standard input)."""
+    resolved = record_format(path, options)
+    if str(path) == STDIN:
+        return _stdin_records(stdin, resolved), None
+    file = Path(path).expanduser()
+    if not file.exists():
+        raise InputError(f"no such file: {readable_name(file)}")
+    if file.is_dir():
+        raise InputError(f"{readable_name(file)} is a folder; give a record file")
+    try:
+        stream = open_record_file(file)
+    except OSError as exc:
+        raise InputError(f"cannot read {readable_name(file)}: {exc.strerror or exc}") from None
+    size = None if compression_of(file) else file.stat().st_size
+    return _records(stream, resolved, stream.read(_SAMPLE_BYTES)), size
+
+
+def _records(stream: BinaryIO, options: RecordOptions, sample: bytes) -> Iterator[QueryText]:
+    with stream:
+        encoding = sniff_encoding(sample)
+        for item in read_records(stream, options, 0, 0, encoding):
+            if isinstance(item, BadRecord):
+                yield QueryText(str(item.line), None, item.line, item.reason, item.end_offset)
+            elif isinstance(item, EndOfRecords):
+                return
+            else:
+                yield QueryText(item.record_id, item.text, item.line, None, item.end_offset)
+
+
+def _stdin_records(stdin: BinaryIO | None, options: RecordOptions) -> Iterator[QueryText]:
+    """Standard input, read as it comes: JSON Lines and lines straight through, so answers come while it is still
+    being written; CSV, which the reader seeks back in, through a spool (in memory up to 32 MiB, then on disk)."""
+    import sys
+
+    if stdin is None and sys.stdin is None:  # started with standard input closed ('<&-')
+        raise InputError("standard input is closed")
+    source = stdin if stdin is not None else sys.stdin.buffer
+    if options.format == "csv":
+        spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)
+        while chunk := source.read(1 << 20):
+            spool.write(chunk)
+        spool.seek(0)
+        return _records(spool, options, spool.read(_SAMPLE_BYTES))
+    stream = io.BufferedReader(_ForwardOnly(source), _SAMPLE_BYTES)
+    return _records(stream, options, stream.peek(_SAMPLE_BYTES)[:_SAMPLE_BYTES])
+
+
+class _ForwardOnly(io.RawIOBase):
+    """A stream read once, front to back (a pipe): seeking is allowed only to where it is, which is all the reader
+    of JSON Lines and lines asks (the buffer above it serves a seek back within what it holds)."""
+
+    def __init__(self, source: BinaryIO) -> None:
+        self._source = source
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._source.read(len(buffer))
+        buffer[: len(data)] = data
+        self._position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        target = offset + (self._position if whence == io.SEEK_CUR else 0)
+        if whence not in (io.SEEK_SET, io.SEEK_CUR) or target != self._position:
+            raise io.UnsupportedOperation("standard input is read once, front to back")
+        return self._position

@@ -1,0 +1,269 @@
+"""Batch queries: Database.query_many / query_records and 'dedupdb query --records' answer as many single queries
+would, without storing anything."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import itertools
+import json
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+import dedupdb
+from dedupdb.errors import InputError
+from dedupdb.ingest import querying
+from dedupdb.ingest.records import RecordOptions
+
+from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+
+WORDS = ("river", "stone", "market", "window", "silver", "garden", "letter", "winter", "engine", "harbour", "candle",
+         "forest", "mirror", "ladder", "pocket", "thunder")
+HANZI = "天气很好我们一起去公园散步看到多人在湖边钓鱼孩子草地上放风筝大家都开心酒店服务态度非常差房间又小脏"
+LONG = " ".join(f"{WORDS[i % 16]}{i // 16}" for i in range(400))  # a long text, for passages and containment
+
+
+def _corpus() -> list[str]:
+    texts = [ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, CHINESE, CHINESE_EDITED, CHINESE_OTHER, LONG]
+    for i in range(40):  # near-duplicate families, so that candidates and verdicts of every kind occur
+        words = [WORDS[(i * 7 + j * 3) % 16] for j in range(30 + i % 10)]
+        texts.append(" ".join(words))
+        texts.append(" ".join(words[:-2] + ["changed", "ending"]))
+        texts.append("".join(HANZI[(i * 5 + j) % len(HANZI)] for j in range(20 + i % 30)))
+    return texts
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("store")
+    records = folder / "corpus.jsonl"
+    records.write_text("".join(json.dumps({"id": str(i), "text": t}, ensure_ascii=False) + "\n"
+                               for i, t in enumerate(_corpus())), encoding="utf-8")
+    path = folder / "store.db"
+    with dedupdb.open(path) as db:
+        db.add([records], records=RecordOptions("jsonl", id_field="id"), workers=0)
+    return path
+
+
+def _queries() -> list[str]:
+    corpus = _corpus()
+    out = list(corpus[:12])
+    out += [ENGLISH.upper(), ENGLISH_EDITED.replace("plan", "scheme"), CHINESE_EDITED.replace("开心", "高兴")]
+    out += [LONG[1000:1400], LONG[2000:2100], " ".join(LONG.split()[50:58]), LONG + " and more words at its end"]
+    out += [corpus[20] + " " + corpus[30], corpus[25][: len(corpus[25]) // 2], "", "   ", "!!! ???", "。，、", "word"]
+    out += ["line one\nline two\r\nline three", "ＦＵＬＬ　ｗｉｄｔｈ text", CHINESE.replace("很", "\n很")]
+    return out
+
+
+def _single(db, text, **options):
+    try:
+        return db.query(text, **options), None
+    except InputError as exc:
+        return [], str(exc)
+
+
+def _assert_same(db, texts, results, **options):
+    results = list(results)
+    assert len(results) == len(texts)
+    for text, result in zip(texts, results):
+        hits, error = _single(db, text, **options)
+        assert (result.hits, result.error) == (hits, error), text
+
+
+@pytest.mark.parametrize("options", [{}, {"containment": None}, {"threshold": 0.3, "top": 0}, {"containment": 0.3}])
+def test_query_many_equals_single_queries(store, monkeypatch, options):
+    monkeypatch.setattr(querying, "QUERY_BATCH", 9)  # several batches, one of them partial
+    texts = _queries()
+    with dedupdb.open(store) as db:
+        before = db.store.counts()
+        _assert_same(db, texts, db.query_many(texts, workers=0, **options), **options)
+        assert db.store.counts() == before  # nothing was stored
+    assert any(r.hits for r in dedupdb.open(store).query_many(texts, workers=0))
+
+
+def test_query_many_in_worker_processes(store, monkeypatch):
+    # Batches of at least 64 texts go to the workers (smaller ones are sketched in this process).
+    monkeypatch.setattr(querying, "QUERY_BATCH", 80)
+    texts = (_queries() * 6)[:170]
+    with dedupdb.open(store) as db:
+        _assert_same(db, texts, db.query_many(texts, workers=1))
+
+
+@hypothesis_settings(max_examples=40, deadline=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(st.one_of(
+    st.lists(st.sampled_from(WORDS), min_size=0, max_size=60).map(" ".join),
+    st.text(alphabet=HANZI + "，。 ", min_size=0, max_size=60),
+    st.sampled_from(_corpus()),
+    st.tuples(st.sampled_from(_corpus()), st.integers(0, 200), st.integers(1, 300)).map(lambda t: t[0][t[1]:t[1] + t[2]]),
+), min_size=1, max_size=12))
+def test_query_many_is_single_queries_property(store, texts):
+    with dedupdb.open(store) as db:
+        _assert_same(db, texts, db.query_many(texts, workers=0))
+
+
+def test_ids_given_or_by_position(store):
+    with dedupdb.open(store) as db:
+        results = list(db.query_many([ENGLISH, ("mine", CHINESE), ENGLISH_OTHER], workers=0))
+        assert [r.id for r in results] == ["0", "mine", "2"]
+        assert results[1].hits[0].exact
+        with pytest.raises(InputError):
+            list(db.query_many([ENGLISH, 42], workers=0))
+
+
+def test_results_stream_from_an_endless_input(store, monkeypatch):
+    monkeypatch.setattr(querying, "QUERY_BATCH", 5)
+    with dedupdb.open(store) as db:
+        first = list(itertools.islice(db.query_many(itertools.cycle([ENGLISH, CHINESE]), workers=0), 12))
+    assert [r.hits[0].exact for r in first] == [True] * 12
+
+
+def test_query_many_on_an_empty_store(tmp_path):
+    with dedupdb.open(tmp_path / "empty.db") as db:
+        results = list(db.query_many([ENGLISH, ""], workers=0))
+    assert [r.hits for r in results] == [[], []]
+    assert results[1].error == "the query text is empty"
+
+
+def test_query_records_of_files(store, tmp_path):
+    texts = _queries()
+    rows = [{"uid": f"u{i}", "body": t} for i, t in enumerate(texts)]
+    jsonl = tmp_path / "q.jsonl.gz"
+    with gzip.open(jsonl, "wt", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    with dedupdb.open(store) as db:
+        seen = []
+        results = list(db.query_records(jsonl, RecordOptions(text_field="body", id_field="uid"), workers=0,
+                                        progress=lambda done, total: seen.append((done, total))))
+        assert [r.id for r in results] == [r["uid"] for r in rows]
+        _assert_same(db, texts, results)
+        assert seen and seen[-1][1] == 0  # a compressed file's size in decompressed bytes is not known ahead
+
+        lines = write(tmp_path / "q.txt", "\n".join([ENGLISH, "", CHINESE_EDITED]) + "\n")
+        results = list(db.query_records(lines, workers=0))
+        assert [(r.id, r.line) for r in results] == [("1", 1), ("3", 3)]
+        assert results[0].hits[0].exact and results[1].hits
+
+        empty = write(tmp_path / "empty.jsonl", "")
+        assert list(db.query_records(empty, workers=0)) == []
+
+
+def test_query_records_bad_records_and_bad_files(store, tmp_path):
+    path = write(tmp_path / "bad.jsonl", json.dumps({"text": ENGLISH}) + "\n{oops\n" + json.dumps({"body": 1}) + "\n"
+                 + json.dumps({"text": ENGLISH_OTHER}) + "\n")
+    with dedupdb.open(store) as db:
+        results = list(db.query_records(path, workers=0))
+        assert [(r.line, r.error is None) for r in results] == [(1, True), (2, False), (3, False), (4, True)]
+        assert results[1].error.startswith("invalid JSON") and results[2].error == "no field 'text'"
+        with pytest.raises(InputError, match="no such file"):
+            db.query_records(tmp_path / "missing.jsonl")
+        with pytest.raises(InputError, match="record format"):
+            db.query_records("-", stdin=io.BytesIO(b""))
+        (tmp_path / "broken.jsonl.gz").write_bytes(b"\x1f\x8b\x08\x00 not gzip at all")
+        with pytest.raises(InputError, match="corrupt gzip"):
+            list(db.query_records(tmp_path / "broken.jsonl.gz", workers=0))
+        with pytest.raises(InputError, match="containment"):
+            db.query_many([ENGLISH], containment=1.5)
+
+
+def test_query_records_from_stdin(store):
+    rows = "".join(json.dumps({"id": f"s{i}", "text": t}, ensure_ascii=False) + "\n"
+                   for i, t in enumerate([ENGLISH, CHINESE, ENGLISH_OTHER] * 30))
+    with dedupdb.open(store) as db:
+        for fmt in ("jsonl", "csv"):
+            data = rows.encode() if fmt == "jsonl" else _csv(rows).encode()
+            results = list(db.query_records("-", RecordOptions(fmt, id_field="id"), stdin=io.BytesIO(data), workers=0))
+            assert [r.id for r in results] == [f"s{i}" for i in range(90)]
+            assert all(r.hits and r.hits[0].exact for r in results)
+
+
+def _csv(jsonl: str) -> str:
+    import csv
+
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["id", "text"])
+    for line in jsonl.splitlines():
+        row = json.loads(line)
+        writer.writerow([row["id"], row["text"]])
+    return out.getvalue()
+
+
+# --- the command line ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def indexed(cli, mixed_folder):
+    assert cli("add", str(mixed_folder)).exit_code == 0
+    return mixed_folder
+
+
+def test_cli_query_records_json(cli, indexed, tmp_path):
+    path = tmp_path / "posts.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        for i, text in enumerate([ENGLISH_EDITED.replace("plan", "scheme"), "nothing like it at all", CHINESE]):
+            fh.write(json.dumps({"id": f"p{i}", "text": text}, ensure_ascii=False) + "\n")
+    result = cli("query", "--records", str(path), "--id-field", "id", "--format", "json", "--workers", "0")
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["id"] for line in lines] == ["p0", "p1", "p2"]
+    assert {m["key"].rsplit("/", 1)[-1] for m in lines[0]["matches"]} == {"report.txt", "report copy.txt",
+                                                                          "report-edited.md"}
+    assert lines[1]["matches"] == []
+    exact = {m["key"].rsplit("/", 1)[-1] for m in lines[2]["matches"] if m["exact"] and m["jaccard"] == 1.0}
+    assert exact == {"park-gb18030.txt", "park-utf16.txt"}
+    assert set(lines[0]["matches"][0]) == {"key", "jaccard", "containment", "exact"}
+    assert "Queried 3 records: 2 with matches" in result.stderr
+
+
+def test_cli_query_records_csv_fields_and_table(cli, indexed, tmp_path):
+    path = tmp_path / "posts.csv"
+    path.write_text(f"uid,body\nx1,\"{ENGLISH}\"\nx2,{CHINESE_OTHER}\n", encoding="utf-8")
+    result = cli("query", "--records", str(path), "--text-field", "body", "--id-field", "uid", "--workers", "0")
+    assert result.exit_code == 0, result.output
+    rows = [line.split("\t") for line in result.stdout.splitlines()]
+    assert {(r[0], r[1].rsplit("/", 1)[-1], r[2]) for r in rows} == {
+        ("x1", "report.txt", "exact"), ("x1", "report copy.txt", "exact"),
+        ("x1", "report-edited.md", "jaccard 0.857, contained 0.923"), ("x2", "hotel.txt", "exact")}
+
+
+def test_cli_query_records_stdin(cli, indexed):
+    text = f"{ENGLISH}\n{CHINESE_OTHER}\n"
+    result = cli("query", "--records", "-", "--record-format", "lines", "--format", "json", input=text)
+    assert result.exit_code == 0, result.output
+    assert [len(json.loads(line)["matches"]) for line in result.stdout.splitlines()] == [3, 1]
+    refused = cli("query", "--records", "-", input=text)
+    assert refused.exit_code == 1 and "record format" in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
+def test_cli_query_records_empty_and_bad_files(cli, indexed, tmp_path):
+    empty = write(tmp_path / "empty.jsonl", "")
+    result = cli("query", "--records", str(empty), "--format", "json")
+    assert result.exit_code == 0 and result.stdout == ""
+    bad = write(tmp_path / "bad.jsonl", json.dumps({"text": ENGLISH}) + "\nnot json\n" + json.dumps({"text": ""}) + "\n")
+    result = cli("query", "--records", str(bad), "--format", "json")
+    assert result.exit_code == 23
+    assert len(result.stdout.splitlines()) == 1 and json.loads(result.stdout)["matches"]
+    assert "bad.jsonl:2: invalid JSON" in result.stderr and "bad.jsonl:3: the query text is empty" in result.stderr
+    for args, message in [
+        (("--records", str(tmp_path / "missing.jsonl")), "no such file"),
+        (("--records", str(tmp_path)), "is a folder"),
+        (("--records", str(bad), "some text"), "not two of them"),
+        (("some text", "--text-field", "body"), "go with --records"),
+    ]:
+        result = cli("query", *args)
+        assert result.exit_code == 1 and message in result.stderr and len(result.stderr.splitlines()) == 1, result.output
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(b"\x1f\x8b\x08\x00 not gzip at all")
+    result = cli("query", "--records", str(broken))
+    assert result.exit_code == 1 and "corrupt gzip" in result.stderr
+
+
+def test_cli_query_records_on_an_empty_database(cli, tmp_path):
+    path = write(tmp_path / "q.jsonl", json.dumps({"text": ENGLISH}) + "\n")
+    assert cli("init").exit_code == 0
+    result = cli("query", "--records", str(path))
+    assert result.exit_code == 1 and "database is empty" in result.stderr
