@@ -96,7 +96,7 @@ def test_keep_another_mark_plan_act_undo_through_the_library(archive, tmp_path):
     review.keep_member(english, str(root / "drafts/report-v2.txt"))
     rows = review.rows(english)
     assert [(r.member.key.rsplit("/", 2)[-2], r.keeper, r.similarity) for r in rows] == [
-        ("drafts", True, 1.0), ("2021", False, 0.8571), ("backup", False, 0.8571)]
+        ("drafts", True, 1.0), ("2021", False, 0.8828), ("backup", False, 0.8828)]
     assert review.mark_group(english) == 2
     plan = review.plan("move", tmp_path / "out")
     assert sorted(s.remove.path for s in plan.steps) == [str(root / "2021/report.txt"), str(root / "backup/report.txt")]
