@@ -319,3 +319,35 @@ def fixed_archive():
                          ids=["groups", "english-diff", "chinese-marked"])
 def test_snapshots(fixed_archive, snap_compare, size, press):
     assert snap_compare(ReviewApp(Review(fixed_archive)), press=press, terminal_size=size)
+
+
+def test_move_to_a_folder_typed_in_the_confirmation_and_undo(archive, tmp_path):
+    root, db = archive
+    before = _hashes(root)
+    app = ReviewApp(Review(db))  # started without --to
+    out = tmp_path / "moved here"
+
+    async def steps(pilot):
+        await pilot.press("space", "x", "m")       # mark the first group; act: move, which asks for a folder
+        await pilot.pause()
+        assert app.screen.plan is None and app.screen.query_one("#folder").display
+        await pilot.press("y")                      # typed into the folder's field: nothing happens
+        await pilot.pause()
+        assert app.screen.plan is None
+        field = app.screen.query_one("#folder")
+        field.value = ""
+        await pilot.press(*str(out), "enter")
+        await pilot.pause()
+        plan = app.screen.plan
+        assert plan.action == "move" and plan.to == str(out) and plan.steps
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        moved = sorted(p.name for p in out.rglob("*") if p.is_file())
+        assert moved and _hashes(root) != before
+        await pilot.press("u")                      # undo, from the list of groups
+        await pilot.pause()
+        return moved
+
+    assert _drive(app, steps)
+    assert _hashes(root) == before

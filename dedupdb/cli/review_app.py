@@ -89,6 +89,7 @@ class ConfirmScreen(ModalScreen):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static(id="summary")
+            yield Input(value=self.to or "", placeholder="folder to move the files into, then enter", id="folder")
             yield DataTable(id="steps", cursor_type="row", zebra_stripes=True)
             yield ProgressBar(id="progress", show_eta=False)
 
@@ -96,13 +97,24 @@ class ConfirmScreen(ModalScreen):
         self.query_one("#progress").display = False
         self._replan()
 
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """The folder a move goes to, typed here: the plan is made again for it, and y carries it out."""
+        event.stop()
+        folder = event.value.strip()
+        self.to = str(Path(folder).expanduser()) if folder else None
+        self._replan()
+        self.query_one("#steps", DataTable).focus()
+
     def _replan(self) -> None:
         summary = self.query_one("#summary", Static)
         steps = self.query_one("#steps", DataTable)
         steps.clear(columns=True)
+        folder = self.query_one("#folder", Input)
+        folder.display = self.action == "move"
         if self.action == "move" and not self.to:
             self.plan = None
-            summary.update("Move needs a folder: start the review with --to DIR.  t trash · l hard link · esc cancel")
+            summary.update("Move: type the folder to move the files into, then enter (esc cancels).")
+            folder.focus()
             return
         self.plan = self.review.plan(self.action, self.to)
         where = f" to {self.to}" if self.action == "move" else ""
@@ -114,6 +126,7 @@ class ConfirmScreen(ModalScreen):
             "and 'u' undoes it.\ny carry it out · t trash · m move · l hard link · esc cancel",
         )
         summary.update(text)
+        steps.focus()  # y and enter act on the plan, not in the folder's field
         steps.add_columns("file", "size", "keeps")
         for step in self.plan.steps:
             steps.add_row(shorten(step.remove.path, 40), human_bytes(step.remove.size), shorten(step.keep.path, 30))
