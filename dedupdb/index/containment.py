@@ -183,9 +183,10 @@ def shares_in(query: Side, others: list[Side], sketch_size: int) -> list[float |
     query's sketch found in another's sketch are all those of the whole sketch found there (the sample is the
     part at or below the other's largest value), so one lookup of every other's values in the query's sketch
     counts them."""
-    mine = query.sketch
-    if len(mine) == 0 or not others:
+    if len(query.sketch) == 0 or not others:
         return [None] * len(others)
+    # Token n-grams alone (even hashes), as containment() counts them: a long text has no character view.
+    mine = query.sketch[(query.sketch & np.uint32(1)) == 0]
     theirs = [side.sketch for side in others]
     lengths = np.fromiter((len(t) for t in theirs), np.int64, len(theirs))
     shared = _found_in(mine, np.concatenate(theirs), lengths)
