@@ -39,7 +39,7 @@ import dedupdb.sketch.fingerprint
 started = time.perf_counter()
 import numba
 imported = time.perf_counter()
-from dedupdb import fastsketch
+from dedupdb.sketch import fastsketch
 loaded = time.perf_counter()
 fastsketch.char_classes()
 print(imported - started, loaded - imported, time.perf_counter() - loaded)
