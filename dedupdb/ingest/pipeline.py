@@ -279,6 +279,21 @@ def _load_numba() -> None:
             del sys.modules["scipy.linalg"]
 
 
+def message_documents(
+    read: MessageRead, own_key: str, own_id: str, file_id: int, mtime_ns: int, failed: list[tuple[str, str]]
+) -> list[NewDocument]:
+    """The documents of one message read: its own text under own_key, each readable attachment under
+    own_key/NAME; a part that could not be read goes to failed under its key."""
+    documents = []
+    for name, text_hash, text_snippet, size, error in read.parts:
+        key, record_id = (own_key, own_id) if name is None else MessageKeys.attachment(own_key, own_id, name)
+        if error is not None:
+            failed.append((key, error))
+        elif text_hash is not None:
+            documents.append(NewDocument(key, file_id, record_id, text_hash, size, mtime_ns, text_snippet))
+    return documents
+
+
 def _sketches_of(results: list[Sketch | None]) -> dict[bytes, Sketch]:
     return {s.content_hash: s for s in results if s is not None}
 
@@ -520,16 +535,9 @@ class Ingest:
                 _ONE_MESSAGE)
 
     def _message_documents(self, path: str, file_id: int, mtime_ns: int, read: "MessageRead") -> list[NewDocument]:
-        """The documents of a file holding one message: the message, keyed FILE#MESSAGE-ID (FILE#1 without
-        one), and each readable attachment; an attachment that could not be read is reported under its key."""
+        """The documents of a file holding one message, keyed FILE#MESSAGE-ID (FILE#1 without one)."""
         own_key, own_id = MessageKeys(path, lambda key: False).message(read.message_id, 1)
-        documents = []
-        for name, text_hash, text_snippet, size, error in read.parts:
-            key, record_id = (own_key, own_id) if name is None else MessageKeys.attachment(own_key, own_id, name)
-            if error is not None:
-                self.summary.failed.append((key, error))
-            elif text_hash is not None:
-                documents.append(NewDocument(key, file_id, record_id, text_hash, size, mtime_ns, text_snippet))
+        documents = message_documents(read, own_key, own_id, file_id, mtime_ns, self.summary.failed)
         self.summary.records += len(documents)
         return documents
 
@@ -783,17 +791,9 @@ class _RecordRead:
                 break
         summary = self.ingest.summary
         with store.transaction():
-            if self.watched and store.file_by_path(self.path) != self.found:
-                self.left = True
+            file_id = self._save_progress(offset, line, digest, done)
+            if file_id is None:
                 return
-            ids = store.save_files(
-                [(self.path, offset, self.mtime_ns if done else 0, digest, "indexed", "records", line,
-                  self.options.to_json())]
-            )
-            file_id = ids[self.path]
-            if self.replace:
-                self.ingest.indexer.remove_documents(store.documents_of_file(file_id))
-                self.replace = False
             # Earlier batches are in the store by now, so a repeated id shows either there or in this batch:
             # no set of every key read needs to be held, however long the file.
             prefix = self.key_prefix + "#"
@@ -813,8 +813,30 @@ class _RecordRead:
                 documents.append(NewDocument(key, file_id, record_id, text_hash, size, self.mtime_ns, text_snippet))
             summary.new_contents += self.ingest.indexer.add_documents(documents, sketches, columns)
             summary.records += len(documents)
-            if self.watched:
-                self.found = store.file_by_path(self.path)
+            self._saw_own_write()
+
+    def _save_progress(self, offset: int, line: int, digest: str, done: bool) -> int | None:
+        """Within the batch's transaction: record how far the file is read (its row) and drop what it held before
+        on the first batch of a read that replaces it; returns the file's id, or None when another add has moved
+        its row on since (the file is then left to it)."""
+        store = self.ingest.store
+        if self.watched and store.file_by_path(self.path) != self.found:
+            self.left = True
+            return None
+        ids = store.save_files(
+            [(self.path, offset, self.mtime_ns if done else 0, digest, "indexed", "records", line,
+              self.options.to_json())]
+        )
+        file_id = ids[self.path]
+        if self.replace:
+            self.ingest.indexer.remove_documents(store.documents_of_file(file_id))
+            self.replace = False
+        return file_id
+
+    def _saw_own_write(self) -> None:
+        """The file's row as this read last wrote it, to tell another add's writes from its own."""
+        if self.watched:
+            self.found = self.ingest.store.file_by_path(self.path)
 
 
 class _MailRead(_RecordRead):
@@ -848,23 +870,14 @@ class _MailRead(_RecordRead):
         )
         self.ingest.report_progress(offset)
 
-    def _apply(self, batch, results, offset: int, line: int, digest: str, done: bool) -> None:
+    def _apply(self, batch, reads, offset: int, line: int, digest: str, done: bool) -> None:
         store, summary = self.ingest.store, self.ingest.summary
-        reads = results
         if self.left:
             return
         with store.transaction():
-            if self.watched and store.file_by_path(self.path) != self.found:
-                self.left = True
+            file_id = self._save_progress(offset, line, digest, done)
+            if file_id is None:
                 return
-            ids = store.save_files(
-                [(self.path, offset, self.mtime_ns if done else 0, digest, "indexed", "records", line,
-                  self.options.to_json())]
-            )
-            file_id = ids[self.path]
-            if self.replace:
-                self.ingest.indexer.remove_documents(store.documents_of_file(file_id))
-                self.replace = False
             wanted = [f"{self.path}#{r.message_id}" for r in reads if r.message_id is not None]
             taken = store.existing_keys(wanted)
             keys = MessageKeys(self.path, taken.__contains__)
@@ -872,21 +885,11 @@ class _MailRead(_RecordRead):
             for message, read in zip(batch, reads):
                 own_key, own_id = keys.message(read.message_id, message.position)
                 taken.add(own_key)
-                for name, text_hash, text_snippet, size, error in read.parts:
-                    if name is None:
-                        key, record_id = own_key, own_id
-                    else:
-                        key, record_id = MessageKeys.attachment(own_key, own_id, name)
-                    if error is not None:
-                        summary.failed.append((key, error))
-                    elif text_hash is not None:
-                        documents.append(NewDocument(key, file_id, record_id, text_hash, size, self.mtime_ns,
-                                                     text_snippet))
+                documents += message_documents(read, own_key, own_id, file_id, self.mtime_ns, summary.failed)
             sketches = {s.content_hash: s for read in reads for s in read.sketches}
             summary.new_contents += self.ingest.indexer.add_documents(documents, sketches)
             summary.records += len(documents)
-            if self.watched:
-                self.found = store.file_by_path(self.path)
+            self._saw_own_write()
 
 
 _ONE_MESSAGE = RecordOptions("message").to_json()
