@@ -139,7 +139,9 @@ def make_plan(
             raise InputError(f"no duplicate cluster {cluster}; 'dedupdb report' lists them")
     plan = Plan(action, str(to.expanduser().resolve()) if to else None, keep, str(db.path.resolve()))
     if cluster is None:
-        plan.passed_over += [(key, _PART_OF_A_FILE) for key, path in db.parts_in_groups() if _is_mail(db, path)]
+        parts = db.parts_in_groups()
+        mail_files = {path for path in {path for _, path in parts} if _is_mail(db, path)}  # one lookup a file
+        plan.passed_over += [(key, _PART_OF_A_FILE) for key, path in parts if path in mail_files]
     threshold = db.settings.threshold
     for group in groups:
         keeper = group.representative
