@@ -228,26 +228,16 @@ def process_memory(pid: int) -> tuple[int, int] | None:
     return one[0], one[1]
 
 
-def bench_cli_memory(corpus: Path, workdir: Path, workers: int | None = None) -> dict:
-    """`dedupdb add corpus.jsonl` as a user runs it, in a process of its own (with --workers when given): wall time
-    and the peak memory of the whole process tree (the main process and its workers), sampled every 50 ms, and
-    the CPU seconds of each."""
-    import os
+def run_measured(command: list[str], label: str, each: dict[int, list[int]] | None = None,
+                 ticks: dict[int, int] | None = None) -> dict:
+    """Run a command in its own process: wall time and the peak RSS and PSS of its process tree, sampled every
+    50 ms (each process's own peaks into each, its CPU ticks into ticks, when given)."""
     import subprocess
     import threading
 
-    db_path = workdir / "bench-cli.db"
-    for p in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
-        if p.exists():
-            p.unlink()
-    command = [sys.executable, "-m", "dedupdb", "--db", str(db_path), "add", str(corpus), "--id-field", "id"]
-    if workers is not None:
-        command += ["--workers", str(workers)]
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = [0, 0]
-    each: dict[int, list[int]] = {}
-    ticks: dict[int, int] = {}
     done = threading.Event()
 
     def sample() -> None:
@@ -262,12 +252,32 @@ def bench_cli_memory(corpus: Path, workdir: Path, workers: int | None = None) ->
     done.set()
     sampler.join()
     if process.returncode != 0:
-        sys.exit(f"dedupdb add failed: {err.decode(errors='replace')}")
+        sys.exit(f"{label} failed ({process.returncode}): {err.decode(errors='replace')[-2000:]}")
+    return {"seconds": seconds, "peak_rss": peak[0], "peak_pss": peak[1], "stderr": err.decode(errors="replace"),
+            "pid": process.pid}
+
+
+def bench_cli_memory(corpus: Path, workdir: Path, workers: int | None = None) -> dict:
+    """`dedupdb add corpus.jsonl` as a user runs it, in a process of its own (with --workers when given): wall time
+    and the peak memory of the whole process tree (the main process and its workers), sampled every 50 ms, and
+    the CPU seconds of each."""
+    import os
+
+    db_path = workdir / "bench-cli.db"
+    for p in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+        if p.exists():
+            p.unlink()
+    command = [sys.executable, "-m", "dedupdb", "--db", str(db_path), "add", str(corpus), "--id-field", "id"]
+    if workers is not None:
+        command += ["--workers", str(workers)]
+    each: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
+    measured = run_measured(command, "dedupdb add", each, ticks)
     hertz = os.sysconf("SC_CLK_TCK")
-    processes = [("main" if pid == process.pid else "worker", rss, pss, ticks.get(pid, 0) / hertz)
+    processes = [("main" if pid == measured["pid"] else "worker", rss, pss, ticks.get(pid, 0) / hertz)
                  for pid, (rss, pss) in each.items()]
-    return {"seconds": seconds, "peak_rss": peak[0], "peak_pss": peak[1], "db_bytes": db_bytes(db_path),
-            "processes": processes}
+    return {"seconds": measured["seconds"], "peak_rss": measured["peak_rss"], "peak_pss": measured["peak_pss"],
+            "db_bytes": db_bytes(db_path), "processes": processes}
 
 
 def word_bigrams(text: str) -> list[str]:

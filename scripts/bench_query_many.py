@@ -28,10 +28,8 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -46,29 +44,6 @@ from dedupdb.errors import InputError  # noqa: E402
 
 EVAL_DIR = bench_query.EVAL_DIR
 log = bench_query.log
-
-
-def run_measured(command: list[str], label: str) -> dict:
-    """Run a dedupdb command in its own process: wall time, the peak RSS and PSS of its process tree."""
-    started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = [0, 0]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.05):
-            rss, pss = bench_add._tree_memory(process.pid)
-            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, err = process.communicate()
-    seconds = time.perf_counter() - started
-    done.set()
-    sampler.join()
-    if process.returncode != 0:
-        sys.exit(f"{label} failed ({process.returncode}): {err.decode(errors='replace')[-2000:]}")
-    return {"seconds": seconds, "peak_rss": peak[0], "peak_pss": peak[1], "stderr": err.decode(errors="replace")}
 
 
 def dedupdb_command(*args: str) -> list[str]:
@@ -160,11 +135,11 @@ def main() -> None:
     with open(path, "w", encoding="utf-8") as fh:
         for i, (_, text, _) in enumerate(records):
             fh.write(json.dumps({"id": f"q{i}", "text": text}, ensure_ascii=False) + "\n")
-    query = run_measured(dedupdb_command("--db", str(db_path), "query", "--records", str(path), "--id-field", "id",
+    query = bench_add.run_measured(dedupdb_command("--db", str(db_path), "query", "--records", str(path), "--id-field", "id",
                                          "--format", "json"), "query --records")
     copy = tmpdir / "copy.db"
     copy_store(db_path, copy)
-    add = run_measured(dedupdb_command("--db", str(copy), "add", str(path), "--records", "jsonl", "--id-field", "id"),
+    add = bench_add.run_measured(dedupdb_command("--db", str(copy), "add", str(path), "--records", "jsonl", "--id-field", "id"),
                        "add")
     zh = None
     if args.zh_n:
@@ -175,7 +150,7 @@ def main() -> None:
                 if i >= args.zh_n:
                     break
                 out.write(line)
-        zh = run_measured(dedupdb_command("--db", str(db_path), "query", "--records", str(zh_path), "--id-field", "id",
+        zh = bench_add.run_measured(dedupdb_command("--db", str(db_path), "query", "--records", str(zh_path), "--id-field", "id",
                                           "--format", "json"), "query --records (Chinese reviews)")
     library = library_comparison(db_path, [t for _, t, _ in records[: args.library_n]])
     peer = None
