@@ -24,7 +24,9 @@ DEFAULT_DB_NAME = "dedupdb.sqlite"
 # 5: short text not mostly CJK adds the character 5-grams of its tokens to its word bigrams (a view that fades
 #    from 16 to 48 tokens), and the lowest bit of a shingle hash tells the views apart (texts read again, by
 #    reindex --from-sources).
-ALGORITHM_VERSION = 5
+# 6: character 4-grams instead of 5-grams, and two short texts compared by their character n-grams alone
+#    (texts read again, by reindex --from-sources).
+ALGORITHM_VERSION = 6
 
 
 # How candidate pairs are found (lsh.py): LSH bands chosen for the threshold, or Broder's super-shingles
@@ -62,7 +64,7 @@ class Settings:
     threshold: float = 0.5          # Jaccard similarity at or above which two documents are near-duplicates
     num_perm: int = 256             # MinHash permutations (53 bands x 4 rows at threshold 0.5)
     word_ngram: int = 2             # shingle size for space-separated text (words)
-    char_ngram: int = 5             # character n-grams short space-separated text adds (text/tokens.py); 0: none
+    char_ngram: int = 4             # character n-grams short space-separated text adds (text/tokens.py); 0: none
     cjk_ngram: int = 2              # shingle size for CJK text (characters)
     simhash_distance: int = 3       # Hamming distance for SimHash near-duplicates
     simhash_min_features: int = 60  # shorter documents are judged by MinHash only

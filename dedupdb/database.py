@@ -100,7 +100,8 @@ class Cluster:
 
     id: int                # the connected component (the smallest content id in it); stable across keep rules
     members: list[Member]  # the document to keep first
-    kind: str              # "exact" when every member holds the same text, else "near"
+    kind: str              # "exact" when every member holds the same text, "template" when a template pair joins
+                           # it (clusters(templates=True)), else "near"
     group: int = 1         # which star of its component, in keep-rule order (always 1 in the related view)
 
     @property
@@ -127,6 +128,9 @@ class Pair:
     hamming: int | None
     exact: bool                       # the same normalized text (jaccard 1.0)
     containment: float | None = None  # share of the smaller text's shingles found in the larger; None: not computed
+    # exact, near (a verified near-duplicate), template (one that differs only in numbers or one slot of a frame:
+    # text/templates.py), or contained (found by --containment alone)
+    kind: str = "near"
 
 
 @dataclass
@@ -464,15 +468,18 @@ class Database:
         prefer: Path | None = None,
         related: bool = False,
         files_only: bool = False,
+        templates: bool = False,
     ) -> list[Cluster]:
         """Groups of two or more documents holding the same or nearly the same text, most waste first.
 
         Each group's first member is the one the keep rule (see grouping.KEEP_RULES; `prefer` puts documents
         under that folder first) keeps, and every other member is an exact copy of it or a verified pair with
         it at or above the threshold. With related, each group is a whole connected component instead, its
-        members scored against the first (some may be below the threshold). files_only leaves out records."""
+        members scored against the first (some may be below the threshold). files_only leaves out records.
+        Template pairs (texts that differ only in numbers or one slot of a frame: text/templates.py) group
+        nobody unless templates is set; a group one of them joins is then of the kind "template"."""
         out = self.groups_of(
-            [c for c, _, _ in self.store.duplicate_clusters()], min_size, keep, prefer, related, files_only
+            [c for c, _, _ in self.store.duplicate_clusters()], min_size, keep, prefer, related, files_only, templates
         )
         out.sort(key=group_order)
         return out
@@ -485,6 +492,7 @@ class Database:
         prefer: Path | None = None,
         related: bool = False,
         files_only: bool = False,
+        templates: bool = False,
     ) -> list[Cluster]:
         """The groups of clusters() that these stored clusters (connected components) hold, unsorted: what a
         screen showing a few groups at a time reads (see group_bounds)."""
@@ -498,9 +506,12 @@ class Database:
         content_ids = sorted({d.content_id for d in docs})
         order = keep_order(keep, self.store.content_chars(content_ids), prefer)
         # Pairs declared not duplicates leave the pair graph before anything is grouped (ignore()).
+        # Template pairs too, unless asked for (clusters()).
         ignored = self.store.ignored_content_pairs()
-        scores = {pair: score for pair, score in self.store.pair_scores(content_ids).items() if pair not in ignored}
-        if ignored:
+        framed = self.store.template_pairs(content_ids)
+        left_out = ignored if templates else ignored | framed
+        scores = {pair: score for pair, score in self.store.pair_scores(content_ids).items() if pair not in left_out}
+        if left_out:
             by_cluster = _split_components(by_cluster, scores)
         if related:
             groups = self._components(by_cluster, content_ids, order)
@@ -521,6 +532,10 @@ class Database:
                 for d, similarity, exact in members
             ])
             kind = "exact" if all(m.exact for m in built) else "near"
+            if templates and framed:
+                held = sorted({m.content_id for m in built})
+                if any((a, b) in framed for i, a in enumerate(held) for b in held[i + 1 :]):
+                    kind = "template"
             cluster = Cluster(cluster_id, built, kind, number)
             if cluster.total_bytes >= min_size:
                 out.append(cluster)
@@ -697,11 +712,17 @@ class Database:
                 gone.append(row.path)
         return gone
 
-    def export(self, unique: bool = True, keep: str = DEFAULT_KEEP, warn=None) -> Iterator[ExportedRecord]:
-        """Every stored document's text read back from its source; with unique, one per cluster (see export.py)."""
+    def export(self, unique: bool = True, keep: str = DEFAULT_KEEP, warn=None,
+               templates: bool = False) -> Iterator[ExportedRecord]:
+        """Every stored document's text read back from its source; with unique, one per cluster (see export.py),
+        template pairs counting as duplicates only with templates."""
         from dedupdb.ingest.export import export_records
 
-        return export_records(self, unique, keep, warn)
+        return export_records(self, unique, keep, warn, templates=templates)
+
+    def template_pair_count(self) -> int:
+        """How many stored pairs are template pairs (text/templates.py), which groups leave apart by default."""
+        return self.store.count_template_pairs()
 
     def pairs(self, by: str = "document", containment: float | None = None) -> Iterator[Pair]:
         """Every pair of documents that are exact copies (exact, Jaccard 1.0) or verified near-duplicates, and with
@@ -723,6 +744,8 @@ class Database:
     ) -> Iterator[Pair]:
         """The pairs of pairs() whose first text is one of these contents (ascending)."""
         stored = [pair for pair in self.store.pairs_from(chunk) if pair[:2] not in ignored]
+        templates = self.store.template_pairs_from(chunk)
+        verified_pairs = {(a, b) for a, b, _, _ in stored}
         scored: dict[int, list[tuple[int, float, int | None, float | None]]] = {}
         if containment is None:
             for a, b, jaccard, distance in stored:
@@ -749,12 +772,13 @@ class Database:
                 distance = 0 if a in hashed else None
                 for i, x in enumerate(mine):
                     for y in mine[i + 1 :]:
-                        yield Pair(x, y, 1.0, distance, True, 1.0)
+                        yield Pair(x, y, 1.0, distance, True, 1.0, "exact")
             for b, jaccard, distance, share in scored.get(a, ()):
                 theirs = keys.get(b, [])
+                kind = "template" if (a, b) in templates else "near" if (a, b) in verified_pairs else "contained"
                 for x in mine[:1] if by == "content" else mine:
                     for y in theirs[:1] if by == "content" else theirs:
-                        yield Pair(min(x, y), max(x, y), jaccard, distance, False, share)
+                        yield Pair(min(x, y), max(x, y), jaccard, distance, False, share, kind)
 
     def stats(self) -> dict:
         counts = self.store.counts()

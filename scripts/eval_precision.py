@@ -497,7 +497,7 @@ def dedupdb_pairs(texts: dict[str, str], workdir: Path, threshold: float | None,
         conn = db.store.conn
         docs = conn.execute("SELECT record, content_id FROM documents").fetchall()
         shingles = dict(conn.execute("SELECT id, shingles FROM contents").fetchall())
-        rows = conn.execute("SELECT a, b, jaccard, hamming FROM pairs").fetchall()
+        rows = conn.execute("SELECT a, b, jaccard, hamming, template FROM pairs").fetchall()
         info = {"threshold": db.settings.threshold, "preset": db.settings.preset, "scheme": db.banding.describe(),
                 "index_rows": db.store.index_rows(), "documents": len(docs), "contents": len(shingles),
                 "content_pairs": len(rows)}
@@ -511,11 +511,11 @@ def dedupdb_pairs(texts: dict[str, str], workdir: Path, threshold: float | None,
     for content_id, members in by_content.items():
         for a, b in itertools.combinations(members, 2):
             pairs[ordered(a, b)] = {"score": "exact", "shingles": [shingles[content_id]] * 2}
-    for a, b, jac, ham in rows:
+    for a, b, jac, ham, template in rows:
         for da in by_content.get(a, ()):
             for db_ in by_content.get(b, ()):
                 pairs[ordered(da, db_)] = {"jaccard": round(jac, 4), "hamming": ham,
-                                           "shingles": [shingles[a], shingles[b]]}
+                                           "shingles": [shingles[a], shingles[b]], "template": bool(template)}
     return pairs, info
 
 
@@ -570,7 +570,8 @@ def run_systems(texts: dict[str, str], lang: str, args, label: str) -> dict[str,
         system = dedupdb_system(preset)
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="dedupdb-precision-") as tmp:
-            pairs, info = dedupdb_pairs(texts, Path(tmp), args.threshold, preset)
+            chosen = {} if args.char_ngram is None else {"char_ngram": args.char_ngram}
+            pairs, info = dedupdb_pairs(texts, Path(tmp), args.threshold, preset, **chosen)
         out[system] = (pairs, info, time.perf_counter() - started)
         log(f"{label}: {system} {len(pairs):,} document pairs ({out[system][2]:.1f}s, {info['scheme']}, "
             f"{info['index_rows']:,} index rows)")
@@ -623,10 +624,19 @@ def score_sample(sample: Sample, pairs: PairScores, args) -> tuple[dict, list[tu
         result["missed"][lvl] = [{"variant": v, "kind": sample.kind[v], "text": snippet(sample.texts[v], 300),
                                   "original": snippet(sample.texts[sample.source[v]], 300)}
                                  for v in missed[:MISSED_KEPT]]
+    result["found_as_template"] = {lvl: sum(1 for v, l in sample.level.items() if l == lvl and
+                                            pairs.get(ordered(v, sample.source[v]), {}).get("template"))
+                                   for lvl in LEVELS}
     false = [p for p in pairs if judge.is_false(*p)]
     result["pairs"] = len(pairs)
     result["false"] = result["example_pool"] = len(false)
     result["rate"] = len(false) / len(pairs) if pairs else 0.0
+    # dedupdb marks template pairs (kind "template", grouped only when asked): their false pairs count apart.
+    templates = sum(1 for p in pairs.values() if p.get("template"))
+    result["template_pairs"] = templates
+    result["false_templates"] = sum(1 for p in false if pairs[p].get("template"))
+    result["rate_apart"] = ((len(false) - result["false_templates"]) / (len(pairs) - templates)
+                            if len(pairs) > templates else 0.0)
     result["false_with_variant"] = sum(1 for a, b in false if a in sample.source or b in sample.source)
     result["examples"], result["false_sources"] = false_pair_examples(false, pairs, judge, sample.texts,
                                                                       args.examples, random.Random(args.seed))
@@ -745,15 +755,25 @@ def report(results: dict[str, dict], args) -> None:
             rows.append([name, system, f"{r['documents']:,}"]
                         + [cell(r["recall"][lvl], TARGETS[lvl]) for lvl in LEVELS]
                         + [f"{r['pairs']:,}", f"{r['false']:,}", f"{r['false_sources']:,}",
-                           cell(r["rate"], TARGETS["false_rate"], False, True), f"{r['seconds']:.0f}"])
+                           cell(r["rate"], TARGETS["false_rate"], False, True),
+                           f"{r.get('template_pairs', 0):,}", f"{r.get('false_templates', 0):,}",
+                           cell(r.get("rate_apart", r["rate"]), TARGETS["false_rate"], False, True),
+                           f"{r['seconds']:.0f}"])
     if rows:
         print_table(
             f"Known edits and strict false pairs (targets: recall format >= {TARGETS['format']}, light >= "
             f"{TARGETS['light']}, heavy >= {TARGETS['heavy']}, repost >= {TARGETS['repost']}; false-pair rate <= "
             f"{100 * TARGETS['false_rate']}%; * = misses; false = strict false document pairs, src = distinct pairs "
-            "of source texts behind them; s = seconds)",
-            ["corpus", "system", "docs", "format", "light", "heavy", "repost", "pairs", "false", "src", "rate%", "s"],
+            "of source texts behind them; tmpl = pairs dedupdb marks as templates, of them false; rate% apart = "
+            "false pairs not so marked over pairs not so marked; s = seconds)",
+            ["corpus", "system", "docs", "format", "light", "heavy", "repost", "pairs", "false", "src", "rate%",
+             "tmpl", "false", "rate% apart", "s"],
             rows)
+    for name, per_system in results.items():
+        for system, r in per_system.items():
+            if r.get("found_as_template") and any(r["found_as_template"].values()):
+                print(f"{name} / {system}: variants found as template pairs: " + ", ".join(
+                    f"{lvl} {r['found_as_template'][lvl]}" for lvl in LEVELS))
     if "clough" in results:
         rows = []
         for system, r in results["clough"].items():
@@ -868,6 +888,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--min-tokens", type=int, default=10, help="originals have at least this many words / CJK chars")
     p.add_argument("--seed", type=int, default=1, help="sampling and edit seed")
     p.add_argument("--threshold", type=float, default=None, help="dedupdb threshold (default: the library's)")
+    p.add_argument("--char-ngram", type=int, default=None, help="dedupdb character n-grams (0: words alone)")
     p.add_argument("--presets", default="banding",
                    help="comma-separated dedupdb presets, each a system of its own, all on the same documents: "
                         "banding (system 'dedupdb'), super-shingles (system 'dedupdb:super-shingles')")

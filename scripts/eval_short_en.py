@@ -5,7 +5,8 @@ dedupdb at its default settings beside datasketch in the same run.
 Originals are short texts of the shared corpora (../shared/eval): Reuters and BBC headlines (an article's first
 line), sentences of at most 12 words from IMDB, BBC and Reuters, and clauses (sentences cut at , ; : and dashes)
 of 3-20 words; distinct by strict key (eval_precision.strict_key), sampled evenly over the length bands
-(words of the original: <= 5, 6-8, 9-12, 13-20). Every original gets one variant per edit level, made by
+(words of the original: <= 5, 6-8, 9-12, 13-20; the originals of exactly 5 words are also reported apart,
+as "=5", since the targets hold from 5 words up). Every original gets one variant per edit level, made by
 the edits of scripts/eval_precision.py:
 
   format   two of: case, whitespace and line ends, full width, punctuation spacing, a punctuation change
@@ -201,20 +202,28 @@ def run(args) -> dict:
     results = {}
     for system, pairs in systems.items():
         found = defaultdict(lambda: [0, 0])  # (level, band) -> [found, variants]
+        marked = defaultdict(int)  # (level, band) -> variants found as pairs dedupdb marks as templates
         misses = defaultdict(list)
         for vid, lvl in sample.level.items():
             original = sample.source[vid]
             hit = ep.ordered(vid, original) in pairs
-            for key in ((lvl, bands[original]), (lvl, "all")):
+            exactly_five = [(lvl, "=5")] if len(sample.texts[original].split()) == 5 else []
+            for key in ((lvl, bands[original]), (lvl, "all"), *exactly_five):
                 found[key][0] += hit
                 found[key][1] += 1
+                marked[key] += bool(hit and pairs[ep.ordered(vid, original)].get("template"))
             if not hit:
                 misses[lvl].append((sample.texts[original], sample.texts[vid]))
         false = [p for p in pairs if judge.is_false(*p)]
         sources = {ep.ordered(judge.source.get(a, a), judge.source.get(b, b)) for a, b in pairs}
         framed = {p for p in sources if p[0] != p[1] and is_template(sample.texts[p[0]], sample.texts[p[1]])}
         templates = [p for p in false if ep.ordered(judge.source.get(p[0], p[0]), judge.source.get(p[1], p[1])) in framed]
+        template_pairs = sum(1 for p in pairs.values() if p.get("template"))
+        marked_false = sum(1 for p in false if pairs[p].get("template"))
         results[system] = {"recall": {f"{lvl}|{band}": f / n for (lvl, band), (f, n) in found.items()},
+                           "marked": {f"{lvl}|{band}": v for (lvl, band), v in marked.items()},
+                           "template_pairs": template_pairs, "marked_false": marked_false,
+                           "rate_apart": (len(false) - marked_false) / max(1, len(pairs) - template_pairs),
                            "found": {f"{lvl}|{band}": v for (lvl, band), v in found.items()},
                            "pairs": len(pairs), "false": len(false), "templates": len(templates),
                            "template_sources": len(framed), "sources": sum(1 for a, b in sources if a != b),
@@ -236,16 +245,23 @@ def report(results: dict, args) -> None:
                ("word", ("word",)), ("heavy", ("heavy",))]
     rows = []
     for system, r in results.items():
-        for _, _, band in (*BANDS, (0, 0, "all")):
+        for _, _, band in (BANDS[0], (5, 5, "=5"), *BANDS[1:], (0, 0, "all")):
             cells = [f"{pooled(r, levels, band):.3f}" for _, levels in columns]
             extra = ([f"{r['pairs']:,}", f"{r['false']:,}", f"{r['templates']:,}", f"{100 * r['rate']:.2f}",
-                      f"{r['template_sources']}/{r['sources']}"] if band == "all" else ["", "", "", "", ""])
+                      f"{r['template_pairs']:,}/{r['marked_false']:,}", f"{100 * r['rate_apart']:.2f}",
+                      f"{r['template_sources']}/{r['sources']}"] if band == "all" else ["", "", "", "", "", "", ""])
             rows.append([system, band, *cells, *extra])
     ep.print_table("Short English texts: recall per edit level and length band (words of the original); strict "
                    "false pairs over all pairs (templ = of those, texts differing only in numbers or one slot; "
-                   "frames = pairs of distinct source texts that are such templates, false or not / all such pairs)",
-                   ["system", "band", *(name for name, _ in columns), "pairs", "false", "templ", "rate%", "frames"],
+                   "frames = pairs of distinct source texts that are such templates, false or not / all such pairs; "
+                   "marked = pairs dedupdb marks as templates / of them false; apart = the rate without them)",
+                   ["system", "band", *(name for name, _ in columns), "pairs", "false", "templ", "rate%", "marked",
+                    "apart", "frames"],
                    rows)
+    for system, r in results.items():
+        if r["template_pairs"]:
+            print(f"{system}: variants found as pairs marked template, by level (all bands; =5): " + ", ".join(
+                f"{lvl} {r['marked'].get(f'{lvl}|all', 0)}; {r['marked'].get(f'{lvl}|=5', 0)}" for lvl in LEVELS))
     if args.misses:
         for system, r in results.items():
             for lvl, missed in r["misses"].items():

@@ -233,7 +233,7 @@ def test_cluster_label_of_a_lone_content(store, cli):
 
 
 def test_library_report_names_the_failed_invariants(store):
-    raw(store, "UPDATE contents SET documents = 7 WHERE id = 2", "INSERT INTO pairs VALUES (2, 99998, 0.9, NULL)")
+    raw(store, "UPDATE contents SET documents = 7 WHERE id = 2", "INSERT INTO pairs (a, b, jaccard, hamming) VALUES (2, 99998, 0.9, NULL)")
     with dedupdb.open(store, create=False) as db:
         report = db.check()
     assert not report.sound and report.failed() == ["document_counts", "pairs"]

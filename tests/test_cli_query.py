@@ -133,7 +133,7 @@ def test_pairs_jsonl_and_csv(cli, indexed):
             frozenset({"report.txt", "report copy.txt"})} <= names
     assert all(p["jaccard"] >= 0.5 and p["a"] < p["b"] for p in pairs)
     rows = list(csv.DictReader(io.StringIO(cli("pairs", "--format", "csv").stdout)))
-    assert len(rows) == len(pairs) and list(rows[0]) == ["a", "b", "jaccard", "hamming", "exact", "containment"]
+    assert len(rows) == len(pairs) and list(rows[0]) == ["a", "b", "jaccard", "hamming", "exact", "containment", "kind"]
 
 
 def test_report_table_and_csv(cli, indexed):

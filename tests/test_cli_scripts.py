@@ -61,8 +61,8 @@ def test_plan_file_carried_out_and_undone_in_json(cli, archive, tmp_path):
     """The recipe of docs/commands.md (For scripts): write the plan, review it, carry it out, undo it; every step read as JSON."""
     away = tmp_path / "away"
     plan = _json(cli("clean", "--action", "move", "--to", str(away), "--format", "json"))
-    assert set(plan) == {"format", "database", "action", "to", "keep_rule", "reclaimable_bytes", "steps",
-                         "passed_over"}
+    assert set(plan) == {"format", "database", "action", "to", "keep_rule", "include_templates",
+                         "reclaimable_bytes", "steps", "passed_over"}
     assert [os.path.relpath(s["act_on"]["path"], archive) for s in plan["steps"]] == ["backup/report.txt",
                                                                                        "drafts/report-v2.txt"]
     plan["steps"] = plan["steps"][:1]  # reviewed: only the exact copy goes
@@ -97,7 +97,7 @@ def test_undo_json_names_what_cannot_be_restored(cli, archive, isolated_dirs):
 def test_pairs_lines_are_json_for_jq(cli, archive):
     lines = cli("pairs").stdout.splitlines()
     pairs = [json.loads(line) for line in lines]
-    assert pairs and all(set(p) == {"a", "b", "jaccard", "hamming", "exact", "containment"} for p in pairs)
+    assert pairs and all(set(p) == {"a", "b", "jaccard", "hamming", "exact", "containment", "kind"} for p in pairs)
 
 
 @pytest.mark.parametrize("command", ["init", "undo", "rm", "prune", "reindex", "add", "report", "query", "clean",

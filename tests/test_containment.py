@@ -139,7 +139,7 @@ def test_pairs_by_content_keeps_one_key_per_text(cli, indexed):
 def test_pairs_csv_has_the_jsonl_fields(cli, indexed):
     rows = list(csv.DictReader(io.StringIO(cli("pairs", "--containment", "0.8", "--format", "csv").stdout)))
     lines = _pairs(cli, "--containment", "0.8")
-    assert list(rows[0]) == list(lines[0]) == ["a", "b", "jaccard", "hamming", "exact", "containment"]
+    assert list(rows[0]) == list(lines[0]) == ["a", "b", "jaccard", "hamming", "exact", "containment", "kind"]
     assert [(r["a"], r["b"], float(r["containment"])) for r in rows] == [(p["a"], p["b"], p["containment"]) for p in lines]
     assert {r["exact"] for r in rows} == {"true", "false"}
 

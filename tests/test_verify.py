@@ -95,3 +95,29 @@ def test_pair_judge_turns_to_compiled_code_once_numpy_has_taken_as_long(monkeypa
     fresh = PairJudge(0.2, 16)  # a batch large enough to be worth it goes compiled at once
     fresh.NUMPY_SECONDS_A_PAIR = fresh.FAST_AFTER_SECONDS / len(pairs)
     assert fresh.pairs(signatures, pairs) == first and calls == [1, 1]
+
+
+def test_two_short_texts_compare_by_their_character_views_alone():
+    """Two texts of up to CHAR_VIEW_FULL tokens are compared by their character n-grams alone (the word bigrams
+    a typo breaks would weigh against them); a short text against a long one by word n-grams; numpy and compiled
+    code alike."""
+    from dedupdb.config import Settings
+    from dedupdb.sketch.fingerprint import Sketcher
+    from dedupdb.text.normalize import normalize
+
+    texts = ["But quick to tell me goodbye", "But quick to tell me goodybe",
+             " ".join(f"word{i}" for i in range(60)), " ".join(f"word{i}" for i in range(59)) + " goodbye"]
+    settings_ = Settings()
+    sketches = [s.sketch for s in Sketcher(settings_).sketch([normalize(t) for t in texts])]
+    k = settings_.sketch_size
+    a, b = sketches[0], sketches[1]
+    odd_a, odd_b = a[(a & 1) == 1], b[(b & 1) == 1]
+    chars = len(np.intersect1d(odd_a, odd_b)) / len(np.union1d(odd_a, odd_b))
+    both = len(np.intersect1d(a, b)) / len(np.union1d(a, b))
+    assert view_overlap(a, b, k)[0] == chars > both
+    left, right = np.triu_indices(len(sketches), 1)
+    lengths = np.array([len(s) for s in sketches], np.int64)
+    values = np.concatenate(sketches).astype(np.uint32)
+    shared, jaccard, union = fastverify.overlaps(values, np.cumsum(lengths) - lengths, lengths, left, right, k)
+    for x, y, s, j, u in zip(left.tolist(), right.tolist(), shared.tolist(), jaccard.tolist(), union.tolist()):
+        assert (j, s, u) == view_overlap(sketches[x], sketches[y], k)

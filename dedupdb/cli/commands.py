@@ -416,6 +416,11 @@ KeepOption = typer.Option(
     help="Which document of each group to keep: by modification time, order of adding, text length or size.",
 )
 PreferOption = typer.Option(None, "--prefer", help="Keep a document under this folder where there is one.")
+TemplatesOption = typer.Option(
+    False, "--include-templates",
+    help="Also group texts that differ only in numbers, dates or names, or in one slot of a shared frame "
+    "(template pairs, left apart by default).",
+)
 
 
 @app.command()
@@ -429,19 +434,23 @@ def report(
     related: bool = typer.Option(
         False, "--related", help="Whole connected components, whose members may be alike only through others."
     ),
+    templates: bool = TemplatesOption,
 ) -> None:
     """List duplicate groups, exact and near, the most reclaimable bytes first.
 
     Each group shows the document to keep (the same one 'clean' keeps with the same --keep and --prefer) and
-    the others, each an exact copy of it or at least the threshold similar to it."""
+    the others, each an exact copy of it or at least the threshold similar to it. Texts that differ only in
+    numbers or one slot of a frame (template pairs) are grouped, as kind "template", with --include-templates."""
     with _open(db) as database:
-        clusters = database.clusters(min_size=min_size, keep=keep.value, prefer=prefer, related=related)
+        clusters = database.clusters(min_size=min_size, keep=keep.value, prefer=prefer, related=related,
+                                     templates=templates)
+        apart = 0 if templates else database.template_pair_count()
     if fmt is ReportFormat.json:
         render.write_json([render.cluster_json(c) for c in clusters])
     elif fmt is ReportFormat.csv:
         render.report_csv(clusters)
     else:
-        render.report_table(clusters, related)
+        render.report_table(clusters, related, apart)
 
 
 @app.command()
@@ -684,11 +693,12 @@ def export(
     keep: KeepFileRule = typer.Option(KeepFileRule.oldest, "--keep", help="Which member of a group --unique keeps (as report and clean keep it)."),
     fmt: ExportFormat = typer.Option(ExportFormat.jsonl, "--format", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here instead of standard output."),
+    templates: bool = TemplatesOption,
 ) -> None:
     """Write the stored documents' texts, read back from their sources, for the next step of a pipeline."""
     warn = lambda message: render.err_console.print(f"Warning: {message}", highlight=False)  # noqa: E731
     with _open(db) as database:
-        records = database.export(unique=unique, keep=keep.value, warn=warn)
+        records = database.export(unique=unique, keep=keep.value, warn=warn, templates=templates)
         if output is None:
             count = render.export_records(records, fmt.value)
         else:
@@ -749,6 +759,7 @@ def clean(
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", help="json: the plan (and with --yes, the outcome)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Carry the plan out (without this: a dry run, never a prompt)."),
     null: bool = typer.Option(False, "-0", "--null", help="With --action list: separate paths with NUL."),
+    templates: bool = TemplatesOption,
 ) -> None:
     """Plan which file of each duplicate group to keep and what to do with the rest; a dry run unless --yes.
 
@@ -763,7 +774,8 @@ def clean(
                 raise DedupError(f"the plan was made for {plan.database}, not {database.path}")
         else:
             floor = database.settings.threshold if min_similarity is None else min_similarity
-            plan = make_plan(database, keep.value, prefer, action.value, cluster, floor, exact_only, under, to)
+            plan = make_plan(database, keep.value, prefer, action.value, cluster, floor, exact_only, under, to,
+                             templates)
         chosen = Action.named(plan.action)
         acting = chosen.changes_files
         if chosen is Action.move and plan.to is None:

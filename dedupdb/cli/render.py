@@ -322,8 +322,9 @@ def _member_line(out: _LineWriter, guide: str, label: tuple[str, str], m, width:
     out.line(guide, label, " ", key, "  ", (meta, "dim"))
 
 
-def report_table(clusters: Iterable[Cluster], related: bool = False) -> None:
-    """A tree per group, written as each is laid out; then the count and the bytes reclaimable."""
+def report_table(clusters: Iterable[Cluster], related: bool = False, templates_apart: int = 0) -> None:
+    """A tree per group, written as each is laid out; then the count and the bytes reclaimable, and how many
+    template pairs were left apart."""
     out = _LineWriter(console)
     width = console.width if console.is_terminal else None
     first = "first" if related else "keep"
@@ -347,6 +348,9 @@ def report_table(clusters: Iterable[Cluster], related: bool = False) -> None:
     else:
         what = ("related cluster" if related else "group") + ("" if count == 1 else "s")
         out.line(f"{count} {what}, {human_bytes(total)} reclaimable")
+    if templates_apart:
+        out.line(f"{templates_apart} template pair{'' if templates_apart == 1 else 's'} (only numbers or one slot "
+                 "of a frame differ) left apart: --include-templates groups them")
 
 
 def report_csv(clusters: list[Cluster], out: TextIO | None = None) -> None:
@@ -462,7 +466,7 @@ def pairs_jsonl(pairs: Iterable[Pair], out: TextIO | None = None) -> None:
         out.write(json.dumps(asdict(p), ensure_ascii=False) + "\n")
 
 
-PAIR_FIELDS = ("a", "b", "jaccard", "hamming", "exact", "containment")  # jsonl keys and csv columns alike
+PAIR_FIELDS = ("a", "b", "jaccard", "hamming", "exact", "containment", "kind")  # jsonl keys and csv columns alike
 
 
 def pairs_csv(pairs: Iterable[Pair], out: TextIO | None = None) -> None:
@@ -470,7 +474,7 @@ def pairs_csv(pairs: Iterable[Pair], out: TextIO | None = None) -> None:
     writer.writerow(PAIR_FIELDS)
     for p in pairs:
         writer.writerow([p.a, p.b, p.jaccard, "" if p.hamming is None else p.hamming, "true" if p.exact else "false",
-                         "" if p.containment is None else p.containment])
+                         "" if p.containment is None else p.containment, p.kind])
 
 
 # --- stats -------------------------------------------------------------------

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dedupdb.config import Settings
+from dedupdb.config import SNIPPET_CHARS, Settings
 from dedupdb.index.clusters import components, dense_components
 from dedupdb.index.containment import ContainmentIndex
 from dedupdb.index.lsh import Candidates, candidate_keys
@@ -22,6 +22,29 @@ from dedupdb.storage.entries import INDEX_KEY_BITS
 from dedupdb.storage.rows import ContentRow
 from dedupdb.storage.store import Store
 from dedupdb.text.hashing import distinct, ranges, slot_hash, to_unsigned64
+from dedupdb.text.templates import is_template, text_tokens
+
+
+def template_pairs(store: Store, pairs: list[tuple[int, int]], snippets: dict[int, str]) -> list[tuple[int, int]]:
+    """Those of these pairs of contents that are template pairs (text/templates.py): only texts held whole by
+    their snippets (shorter than SNIPPET_CHARS) are compared; snippets gives those the store does not hold yet."""
+    short = {cid: text for cid, text in snippets.items() if len(text) < SNIPPET_CHARS}
+    # Both texts of a template pair are short: a long new text settles its pairs without reading the store.
+    pairs = [(a, b) for a, b in pairs if (a in short or a not in snippets) and (b in short or b not in snippets)]
+    wanted = sorted({c for pair in pairs for c in pair if c not in snippets})
+    if not pairs:
+        return []
+    short.update(store.short_snippets(wanted, SNIPPET_CHARS))
+    tokens: dict[int, list[str]] = {}
+    out = []
+    for a, b in pairs:
+        if a in short and b in short:
+            for c in (a, b):
+                if c not in tokens:
+                    tokens[c] = text_tokens(short[c])
+            if is_template(tokens[a], tokens[b]):
+                out.append((a, b))
+    return out
 
 
 # Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.
@@ -97,7 +120,9 @@ class Indexer:
         new_ids: dict[int, Fingerprint] = dict(zip(content_ids, fingerprints))
         # Linked before their rows are written, so a new content is written into the cluster it joins: only
         # clusters stored before are relabelled (a batch of near-duplicates onto a large store meets 100,000).
-        clusters = self._index_and_link(new_ids, stored=False)
+        first_snippets = {d.content_hash: d.snippet for d in reversed(documents)}  # the first document's, as the store's
+        snippets = {cid: first_snippets[fp.content_hash] for cid, fp in new_ids.items()}
+        clusters = self._index_and_link(new_ids, stored=False, snippets=snippets)
         made = [columns.get(h) for h in fresh] if columns else None
         self.store.insert_contents(fingerprints, content_ids, clusters, [held[h] for h in fresh], made)
         self.containment.add({cid: fp.fingerprints for cid, fp in new_ids.items()})
@@ -109,8 +134,10 @@ class Indexer:
         )
         return len(new_ids)
 
-    def _index_and_link(self, new: dict[int, Fingerprint], stored: bool = True) -> dict[int, int]:
-        """Add the index rows of new contents, verify the candidates they meet, store the pairs and merge
+    def _index_and_link(self, new: dict[int, Fingerprint], stored: bool = True,
+                        snippets: dict[int, str] | None = None) -> dict[int, int]:
+        """Add the index rows of new contents, verify the candidates they meet, store the pairs (marking the
+        template pairs: snippets gives new contents' snippets where the store does not hold them yet) and merge
         their clusters. With stored false, the new contents have no rows yet: the cluster each joins is returned
         ({content id: cluster}, for those not in their own) for their rows to be written with."""
         ids, keys = self.rows_of(new)
@@ -130,6 +157,7 @@ class Indexer:
             theirs = SketchTable(*self.store.sketch_columns(missing.tolist()))
             pairs += self.judge.pairs(SketchTable.joined([theirs, mine]), part)  # stored ids come first
         self.store.insert_pairs(pairs)
+        self.store.mark_templates(template_pairs(self.store, [(a, b) for a, b, _, _ in pairs], snippets or {}))
         return self._merge_clusters([(a, b) for a, b, _, _ in pairs], None if stored else list(new))
 
     def _merge_clusters(self, edges: list[tuple[int, int]], unstored: list[int] | None = None) -> dict[int, int]:

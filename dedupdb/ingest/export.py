@@ -44,14 +44,15 @@ def dropped_keys(clusters) -> set[str]:
 
 
 def export_records(
-    db, unique: bool, keep: str, warn: Callable[[str], None] | None = None, only: set[str] | None = None
+    db, unique: bool, keep: str, warn: Callable[[str], None] | None = None, only: set[str] | None = None,
+    templates: bool = False,
 ) -> Iterator[ExportedRecord]:
     """Stored documents read back from their sources, in the order their files were indexed; only, if given,
-    limits this to those keys."""
+    limits this to those keys. With unique, template pairs count as duplicates only with templates."""
     warn = warn or (lambda message: None)
     if keep not in KEEP_RULES:
         raise InputError(f"unknown keep rule {keep!r}; use one of {', '.join(KEEP_RULES)}")
-    drop = dropped_keys(db.clusters(keep=keep)) if unique else set()
+    drop = dropped_keys(db.clusters(keep=keep, templates=templates)) if unique else set()
     rows = db.store.indexed_files()
     if only is not None:
         rows = [r for r in rows if r.path in only or any(k.startswith(r.path + "#") for k in only)]

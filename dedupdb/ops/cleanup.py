@@ -62,6 +62,7 @@ class Plan:
     database: str = ""
     steps: list[Step] = field(default_factory=list)
     passed_over: list[tuple[str, str]] = field(default_factory=list)  # (path, why it is left alone)
+    templates: bool = False  # made with template pairs counted as duplicates (--include-templates)
 
     @property
     def reclaimable_bytes(self) -> int:
@@ -74,6 +75,7 @@ class Plan:
             "action": self.action,
             "to": self.to,
             "keep_rule": self.keep_rule,
+            "include_templates": self.templates,
             "reclaimable_bytes": self.reclaimable_bytes,
             "steps": [
                 {"cluster": s.cluster, "group": s.group, "keep": asdict(s.keep), "act_on": asdict(s.remove),
@@ -96,7 +98,7 @@ class Plan:
             ]
             passed = [(str(p["path"]), str(p["reason"])) for p in data.get("passed_over", [])]
             return cls(str(data["action"]), data.get("to"), str(data.get("keep_rule", DEFAULT_KEEP)),
-                       str(data.get("database", "")), steps, passed)
+                       str(data.get("database", "")), steps, passed, bool(data.get("include_templates", False)))
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"the plan cannot be read: {exc}") from None
 
@@ -124,20 +126,23 @@ def make_plan(
     exact_only: bool = False,
     under: Path | None = None,
     to: Path | None = None,
+    templates: bool = False,
 ) -> Plan:
     """What a cleanup would do: for every group of duplicate files (the same groups 'report' shows for the
-    same keep rule), keep its first file and act on the others that pass the filters."""
+    same keep rule), keep its first file and act on the others that pass the filters. Template pairs (texts
+    differing only in numbers or one slot: text/templates.py) group files only with templates."""
     try:
         chosen = Action.named(action)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     under = under.expanduser().resolve() if under else None
-    groups = db.clusters(keep=keep, prefer=prefer, files_only=True)
+    groups = db.clusters(keep=keep, prefer=prefer, files_only=True, templates=templates)
     if cluster is not None:
         groups = [g for g in groups if g.id == cluster]
         if not groups:
             raise InputError(f"no duplicate cluster {cluster}; 'dedupdb report' lists them")
-    plan = Plan(action, str(to.expanduser().resolve()) if to else None, keep, str(db.path.resolve()))
+    plan = Plan(action, str(to.expanduser().resolve()) if to else None, keep, str(db.path.resolve()),
+                templates=templates)
     if cluster is None:
         parts = db.parts_in_groups()
         mail_files = {path for path in {path for _, path in parts} if _is_mail(db, path)}  # one lookup a file
@@ -224,9 +229,10 @@ class _Checker:
     """Checks each step of a plan against the database at the moment of acting, whatever the plan file says:
     a plan is meant to be reviewed and edited, so it is a request, not an authority."""
 
-    def __init__(self, db: Database, action: Action) -> None:
+    def __init__(self, db: Database, action: Action, templates: bool = False) -> None:
         self.db = db
         self.action = action
+        self.templates = templates  # the plan counts template pairs as duplicates
         self.threshold = db.settings.threshold
         self._stored: dict[str, _Stored | str] = {}
         self._now: dict[str, str | None] = {}
@@ -275,6 +281,9 @@ class _Checker:
             a, b = sorted((kept.content_id, acted.content_id))
             if (a, b) in self.ignored:
                 return "declared not a duplicate of the copy to keep ('dedupdb unignore' takes that back)"
+            if not self.templates and (a, b) in self.db.store.template_pairs([a, b]):
+                return ("a template of the copy to keep (only numbers or one slot differ): a plan made with "
+                        "--include-templates may act on it")
             score = self.db.store.pair_scores([a, b]).get((a, b))
             similarity = score[0] if score is not None else 0.0
             if step.exact:
@@ -335,7 +344,7 @@ def carry_out(db: Database, plan: Plan, progress: Callable[[int, int], None] | N
             if to == common or to.is_relative_to(common):
                 raise InputError(f"--to must lie outside {common}, where the files being cleaned are")
     outcome = Outcome()
-    checker = _Checker(db, action)
+    checker = _Checker(db, action, plan.templates)
     checked: list[tuple[FileState, Path | None]] = []
     for step in plan.steps:
         refused = checker.refusal(step)

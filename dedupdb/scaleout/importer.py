@@ -41,6 +41,7 @@ import numpy as np
 
 from dedupdb.config import ALGORITHM_VERSION, Settings
 from dedupdb.errors import DedupError, InputError, SettingsError
+from dedupdb.index.indexer import template_pairs
 from dedupdb.index.lsh import scheme_from_meta, scheme_meta
 from dedupdb.ingest.records import RecordOptions
 from dedupdb.scaleout.layout import DOCUMENTS, PAIRS, SIGNATURES, Manifest
@@ -375,9 +376,11 @@ def _import_pairs(
         if len(jaccard) and not ((jaccard >= 0) & (jaccard <= 1)).all():
             raise InputError(f"{parts.out}: a pair of {PAIRS}/ has a Jaccard outside [0, 1]")
         with db.store.transaction():
-            db.store.insert_pairs(list(zip(
+            pair_rows = list(zip(
                 (packed >> CONTENT_ID_BITS).tolist(), (packed & _MASK).tolist(), jaccard.tolist(), hamming,
-            )))
+            ))
+            db.store.insert_pairs(pair_rows)
+            db.store.mark_templates(template_pairs(db.store, [(a, b) for a, b, _, _ in pair_rows], {}))
         codes.append(packed)
         advance(batch.num_rows)
     packed = distinct(np.concatenate(codes))

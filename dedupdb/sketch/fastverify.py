@@ -9,6 +9,7 @@ import numpy as np
 from dedupdb.jit import njit, types
 from dedupdb.text.tokens import CHAR_VIEW_FULL as _FULL, CHAR_VIEW_NONE as _NONE, CHAR_VIEW_STEP
 
+_WHOLE = np.int64(1) << 32  # the limit of a whole character view (minhash.WHOLE_VIEW)
 _i64s = types.int64[::1]
 _u32s = types.Array(types.uint32, 1, "C", readonly=True)
 
@@ -23,16 +24,17 @@ def _view_limit(values, start, length, step):
         return 0
     tokens = length - odd + 1
     if tokens <= _FULL:
-        return np.int64(1) << 32
+        return _WHOLE
     return max(_NONE - tokens, 0) * step
 
 
-@njit(types.int64(_u32s, types.int64, types.int64, types.int64), cache=True)
-def _kept(values, start, length, cut):
-    """How many of values[start:start + length] are even or below cut."""
+@njit(types.int64(_u32s, types.int64, types.int64, types.int64, types.int64), cache=True)
+def _kept(values, start, length, cut, even):
+    """How many of values[start:start + length] are below cut, or even when even is 1."""
     kept = 0
     for q in range(start, start + length):
-        kept += ((values[q] & 1) == 0) | (np.int64(values[q]) < cut)
+        odd = values[q] & 1
+        kept += ((odd == 0) & (even == 1)) | ((odd == 1) & (np.int64(values[q]) < cut))
     return kept
 
 
@@ -54,12 +56,14 @@ def _overlaps(values, starts, lengths, left, right, k, step):
             continue
         i = j = shared = union = 0
         if na < k and nb < k:  # both whole: the views as minhash.view_overlap compares them
-            cut = min(_view_limit(values, a0, na, step), _view_limit(values, b0, nb, step))
-            kept_a = _kept(values, a0, na, cut)
-            kept_b = _kept(values, b0, nb, cut)
+            limit_a, limit_b = _view_limit(values, a0, na, step), _view_limit(values, b0, nb, step)
+            cut = min(limit_a, limit_b)
+            even = 0 if limit_a == limit_b == _WHOLE else 1  # two whole character views: those alone
+            kept_a = _kept(values, a0, na, cut, even)
+            kept_b = _kept(values, b0, nb, cut, even)
             while i < na and j < nb:  # count the common values kept, without branches to mispredict
                 x, y = values[a0 + i], values[b0 + j]
-                shared += (x == y) & (((x & 1) == 0) | (np.int64(x) < cut))
+                shared += (x == y) & ((((x & 1) == 0) & (even == 1)) | (((x & 1) == 1) & (np.int64(x) < cut)))
                 i += x <= y
                 j += y <= x
             union = kept_a + kept_b - shared

@@ -19,6 +19,38 @@ class PairTables:
             "INSERT OR REPLACE INTO pairs (a, b, jaccard, hamming) VALUES (?, ?, ?, ?)", rows
         )
 
+    def mark_templates(self, pairs: list[tuple[int, int]]) -> None:
+        """Mark stored pairs (a < b) as template pairs (text/templates.py)."""
+        self.conn.executemany("UPDATE pairs SET template = 1 WHERE a = ? AND b = ?", pairs)
+
+    def template_pairs(self, content_ids: list[int]) -> set[tuple[int, int]]:
+        """The template pairs among these contents."""
+        members = set(content_ids)
+        out = set()
+        for chunk in chunks(content_ids):
+            rows = self._q(f"SELECT a, b FROM pairs WHERE template = 1 AND a IN ({marks(len(chunk))})", chunk)
+            out.update((a, b) for a, b in rows if b in members)
+        return out
+
+    def template_pairs_from(self, content_ids: list[int]) -> set[tuple[int, int]]:
+        """The template pairs whose a is one of these contents."""
+        out = set()
+        for chunk in chunks(content_ids):
+            out.update(self._q(f"SELECT a, b FROM pairs WHERE template = 1 AND a IN ({marks(len(chunk))})", chunk))
+        return out
+
+    def count_template_pairs(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM pairs WHERE template = 1").fetchone()[0]
+
+    def short_snippets(self, content_ids: list[int], shorter_than: int) -> dict[int, str]:
+        """A snippet of each of these contents whose snippets are shorter than this (held whole)."""
+        out: dict[int, str] = {}
+        for chunk in chunks(content_ids):
+            out.update(self._q(
+                f"SELECT content_id, MIN(snippet) FROM documents WHERE content_id IN ({marks(len(chunk))}) "
+                "AND length(snippet) < ? GROUP BY content_id", [*chunk, shorter_than]))
+        return out
+
     def pairs_among(self, content_ids: list[int]) -> list[tuple[int, int]]:
         members = set(content_ids)
         edges = []

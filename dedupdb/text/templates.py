@@ -1,0 +1,89 @@
+"""Templates: two short texts that are one frame filled in twice.
+
+"Dividend 15 cts, pay May 18" and "Dividend 24 cts, pay May 15", "（新华社记者李永宏摄）" and "（新华社记者李刚摄）",
+"10 signs you grew up in Midtown Vancouver" and "... in Orangeville" reach the Jaccard threshold, and are
+still different documents: removing one loses what the other does not say. A pair of texts is a template
+pair when they differ only in numbers, or only in one slot: a run of at most SLOT_TOKENS tokens replaced on
+both sides (not a word added or dropped) by words that are not a misspelling of each other, the frame around
+it (the common beginning and end) holding at least half the tokens of each text.
+
+Such pairs stay near-duplicates (pairs lists them with the kind "template"), but grouping leaves them apart
+unless asked, so that clean and export --unique never remove one text for the other by default. Only texts
+short enough to be held whole by their snippet are compared (a template frame is a short text's problem:
+headlines, credits, dates, notices); a longer pair is never a template.
+"""
+
+from __future__ import annotations
+
+from dedupdb.text.normalize import normalize
+from dedupdb.text.tokens import split_tokens
+
+# The longest slot, in tokens, on either side: a name of three words, a date's figures are digits (masked).
+SLOT_TOKENS = 3
+# Slots this few edits apart (letters changed, added, dropped or swapped) are one word misspelled, not another
+# word: one edit in a slot of up to four characters, two in a longer one.
+MISSPELLING_EDITS = (1, 2)
+
+
+def text_tokens(raw_text: str) -> list[str]:
+    """A text's tokens as shingling sees them (normalized, repost noise left out, one token a digit)."""
+    tokens, _ = split_tokens(normalize(raw_text))
+    return [t.decode("ascii") if isinstance(t, bytes) else t for t in tokens]
+
+
+def is_template(a: list[str], b: list[str]) -> bool:
+    """Whether two token lists (text_tokens) are one frame filled in twice (the module docstring)."""
+    if a == b:
+        return False
+    if _masked(a, True) == _masked(b, True):  # only numbers differ
+        return True
+    # A number is a slot of one token ("15 cts" / "2,400 cts"), or of its digits, each masked ("November 13,
+    # 2001" / "11/13/2001": the month is one slot beside the figures).
+    return any(_one_slot(_masked(a, merged), _masked(b, merged)) for merged in (True, False))
+
+
+def _one_slot(a: list[str], b: list[str]) -> bool:
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    slot_a, slot_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    if not slot_a or not slot_b or len(slot_a) > SLOT_TOKENS or len(slot_b) > SLOT_TOKENS:
+        return False
+    if 2 * (head + tail) < max(len(a), len(b)):
+        return False
+    x, y = " ".join(slot_a), " ".join(slot_b)
+    allowed = MISSPELLING_EDITS[0] if min(len(x), len(y)) <= 4 else MISSPELLING_EDITS[1]
+    return _edits(x, y, allowed) > allowed
+
+
+def _edits(x: str, y: str, most: int) -> int:
+    """The optimal string alignment distance of x and y (a swap of neighbours is one edit), or most + 1 once it
+    is sure to exceed most."""
+    if abs(len(x) - len(y)) > most:
+        return most + 1
+    before, row = None, list(range(len(y) + 1))
+    for i in range(1, len(x) + 1):
+        current = [i] + [0] * len(y)
+        for j in range(1, len(y) + 1):
+            cost = x[i - 1] != y[j - 1]
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + cost)
+            if before is not None and i > 1 and j > 1 and x[i - 1] == y[j - 2] and x[i - 2] == y[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > most:
+            return most + 1
+        before, row = row, current
+    return row[-1]
+
+
+def _masked(tokens: list[str], merged: bool) -> list[str]:
+    """Tokens with every digit 0; with merged, a run of digits one token."""
+    out: list[str] = []
+    for token in tokens:
+        if not token.isdigit():
+            out.append(token)
+        elif not merged or not out or out[-1] != "0":
+            out.append("0")
+    return out
