@@ -22,29 +22,37 @@ from dedupdb.storage.entries import INDEX_KEY_BITS
 from dedupdb.storage.rows import ContentRow
 from dedupdb.storage.store import Store
 from dedupdb.text.hashing import distinct, ranges, slot_hash, to_unsigned64
-from dedupdb.text.templates import is_template, text_tokens
+from dedupdb.text.templates import Frame, frame_of, frames_are_templates, text_tokens
 
 
-def template_pairs(store: Store, pairs: list[tuple[int, int]], snippets: dict[int, str]) -> list[tuple[int, int]]:
+def template_pairs(store: Store, pairs: list[tuple[int, int]], snippets: dict[int, str],
+                   frames: dict[int, Frame] | None = None) -> list[tuple[int, int]]:
     """Those of these pairs of contents that are template pairs (text/templates.py): only texts held whole by
-    their snippets (shorter than SNIPPET_CHARS) are compared; snippets gives those the store does not hold yet."""
+    their snippets (shorter than SNIPPET_CHARS) are compared; snippets gives those the store does not hold yet.
+    frames keeps what was made of each text, for the next call (a stored text meets new ones batch after batch)."""
+    frames = {} if frames is None else frames
+    if len(frames) > _FRAMES_KEPT:
+        frames.clear()
     short = {cid: text for cid, text in snippets.items() if len(text) < SNIPPET_CHARS}
     # Both texts of a template pair are short: a long new text settles its pairs without reading the store.
     pairs = [(a, b) for a, b in pairs if (a in short or a not in snippets) and (b in short or b not in snippets)]
-    wanted = sorted({c for pair in pairs for c in pair if c not in snippets})
+    wanted = sorted({c for pair in pairs for c in pair if c not in snippets and c not in frames})
     if not pairs:
         return []
     short.update(store.short_snippets(wanted, SNIPPET_CHARS))
-    tokens: dict[int, list[str]] = {}
     out = []
     for a, b in pairs:
-        if a in short and b in short:
+        if (a in short or a in frames) and (b in short or b in frames):
             for c in (a, b):
-                if c not in tokens:
-                    tokens[c] = text_tokens(short[c])
-            if is_template(tokens[a], tokens[b]):
+                if c not in frames:
+                    frames[c] = frame_of(text_tokens(short[c]))
+            if frames_are_templates(frames[a], frames[b]):
                 out.append((a, b))
     return out
+
+
+# Texts whose template frames an indexer keeps between batches (a few hundred bytes each).
+_FRAMES_KEPT = 100_000
 
 
 # Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.
@@ -83,6 +91,7 @@ class Indexer:
         self.fingerprinter = fingerprinter
         self.containment = ContainmentIndex(store, settings)
         self.judge = PairJudge(settings.threshold, settings.sketch_size)
+        self._frames: dict[int, Frame] = {}  # template frames of short texts, by content id (template_pairs)
         self._query_judges: dict[float, PairJudge] = {}  # by threshold: each learns when to turn to compiled code
 
     # --- index keys ---------------------------------------------------------------
@@ -157,7 +166,8 @@ class Indexer:
             theirs = SketchTable(*self.store.sketch_columns(missing.tolist()))
             pairs += self.judge.pairs(SketchTable.joined([theirs, mine]), part)  # stored ids come first
         self.store.insert_pairs(pairs)
-        self.store.mark_templates(template_pairs(self.store, [(a, b) for a, b, _, _ in pairs], snippets or {}))
+        self.store.mark_templates(template_pairs(self.store, [(a, b) for a, b, _, _ in pairs], snippets or {},
+                                                 self._frames))
         return self._merge_clusters([(a, b) for a, b, _, _ in pairs], None if stored else list(new))
 
     def _merge_clusters(self, edges: list[tuple[int, int]], unstored: list[int] | None = None) -> dict[int, int]:
@@ -194,6 +204,7 @@ class Indexer:
         orphans = self.store.change_document_counts(_negative_counts(documents))
         if not orphans:
             return
+        self._frames.clear()  # a content id may be given again
         rows = self.store.contents(orphans)
         affected = {row.cluster for row in rows.values()}
         self.store.delete_index(*self.rows_of(self.stored_fingerprints(rows)))

@@ -15,8 +15,10 @@ headlines, credits, dates, notices); a longer pair is never a template.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dedupdb.text.normalize import normalize
-from dedupdb.text.tokens import split_tokens
+from dedupdb.text.tokens import text_tokens as tokens_of
 
 # The longest slot, in tokens, on either side: a name of three words, a date's figures are digits (masked).
 SLOT_TOKENS = 3
@@ -27,22 +29,44 @@ MISSPELLING_EDITS = (1, 2)
 
 def text_tokens(raw_text: str) -> list[str]:
     """A text's tokens as shingling sees them (normalized, repost noise left out, one token a digit)."""
-    tokens, _ = split_tokens(normalize(raw_text))
-    return [t.decode("ascii") if isinstance(t, bytes) else t for t in tokens]
+    return tokens_of(normalize(raw_text))
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What the template rule compares of one text, made once however many pairs it is in."""
+
+    tokens: tuple[str, ...]
+    merged: tuple[str, ...]  # every number one token "0"
+    digits: tuple[str, ...]  # every digit a token "0"
+
+
+def frame_of(tokens: list[str]) -> Frame:
+    digits = tuple(["0" if token.isdigit() else token for token in tokens])
+    if "0" not in digits:
+        return Frame(tuple(tokens), digits, digits)
+    merged = tuple([t for i, t in enumerate(digits) if t != "0" or i == 0 or digits[i - 1] != "0"])
+    return Frame(tuple(tokens), merged, digits)
 
 
 def is_template(a: list[str], b: list[str]) -> bool:
     """Whether two token lists (text_tokens) are one frame filled in twice (the module docstring)."""
-    if a == b:
+    return frames_are_templates(frame_of(a), frame_of(b))
+
+
+def frames_are_templates(a: Frame, b: Frame) -> bool:
+    if a.tokens == b.tokens:
         return False
-    if _masked(a, True) == _masked(b, True):  # only numbers differ
+    if a.merged == b.merged:  # only numbers differ
         return True
     # A number is a slot of one token ("15 cts" / "2,400 cts"), or of its digits, each masked ("November 13,
-    # 2001" / "11/13/2001": the month is one slot beside the figures).
-    return any(_one_slot(_masked(a, merged), _masked(b, merged)) for merged in (True, False))
+    # 2001" / "11/13/2001": the month is one slot beside the figures). Two slots of at most SLOT_TOKENS differ
+    # in length by less than SLOT_TOKENS.
+    return any(abs(len(x) - len(y)) < SLOT_TOKENS and _one_slot(x, y)
+               for x, y in ((a.merged, b.merged), (a.digits, b.digits)))
 
 
-def _one_slot(a: list[str], b: list[str]) -> bool:
+def _one_slot(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     head = 0
     while head < min(len(a), len(b)) and a[head] == b[head]:
         head += 1
@@ -57,6 +81,25 @@ def _one_slot(a: list[str], b: list[str]) -> bool:
     x, y = " ".join(slot_a), " ".join(slot_b)
     allowed = MISSPELLING_EDITS[0] if min(len(x), len(y)) <= 4 else MISSPELLING_EDITS[1]
     return _edits(x, y, allowed) > allowed
+
+
+def _edits(x: str, y: str, most: int) -> int:
+    """The optimal string alignment distance of x and y (a swap of neighbours is one edit), or most + 1 once it
+    is sure to exceed most."""
+    if abs(len(x) - len(y)) > most:
+        return most + 1
+    before, row = None, list(range(len(y) + 1))
+    for i in range(1, len(x) + 1):
+        current = [i] + [0] * len(y)
+        for j in range(1, len(y) + 1):
+            cost = x[i - 1] != y[j - 1]
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + cost)
+            if before is not None and i > 1 and j > 1 and x[i - 1] == y[j - 2] and x[i - 2] == y[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > most:
+            return most + 1
+        before, row = row, current
+    return row[-1]
 
 
 def _edits(x: str, y: str, most: int) -> int:

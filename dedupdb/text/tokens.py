@@ -307,6 +307,12 @@ def split_tokens(text: str) -> tuple[list, int]:
     return tokens, 0 if text.isascii() else len(IS_CJK.findall(text))
 
 
+def text_tokens(text: str) -> list[str]:
+    """The tokens split_tokens gives, as str, without counting CJK characters."""
+    tokens = split_tokens(text)[0] if text.isascii() else _TOKEN.findall(REPOST_NOISE.sub(" ", text))
+    return [t.decode("ascii") for t in tokens] if tokens and isinstance(tokens[0], bytes) else tokens
+
+
 def shingle_hashes(token_hashes: np.ndarray, n: int) -> np.ndarray:
     """Hash every run of n consecutive tokens; a text shorter than n becomes one shingle of all its tokens."""
     count = len(token_hashes)
