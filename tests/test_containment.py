@@ -259,3 +259,16 @@ def test_store_made_before_containment_upgrades_and_reindex_from_sources_fills_i
     hits = json.loads(cli("query", passage, "--format", "json").stdout)
     assert _name(hits[0]["key"]) == "long4.txt" and hits[0]["containment"] == 1.0
     assert cli("check").exit_code == 0
+
+
+def test_a_short_cut_of_a_longer_text_is_contained_whatever_its_character_view(tmp_path):
+    """A cut of 40 words has a character view and so more shingles than the 60-word text it comes from, which has
+    none: containment is still that of the cut in the whole (token n-grams decide which text is the smaller)."""
+    words = [f"term{i}" for i in range(60)]
+    root = tmp_path / "docs"
+    write(root / "whole.txt", " ".join(words))
+    write(root / "cut.txt", " ".join(words[:40]))
+    with dedupdb.open(tmp_path / "c.db") as db:
+        db.add([root])
+        found = {frozenset(k.rsplit("/", 1)[-1] for k in (p.a, p.b)): p.containment for p in db.pairs(containment=0.8)}
+    assert found[frozenset({"whole.txt", "cut.txt"})] == 1.0

@@ -123,8 +123,20 @@ def _shared(values: np.ndarray, sorted_set: np.ndarray) -> int:
 
 
 def smaller_first(a: Side, b: Side) -> bool:
-    """Whether a is the smaller text of the two (fewer shingles), the one whose containment in the other counts."""
-    return a.shingles <= b.shingles
+    """Whether a is the smaller text of the two (fewer token n-grams), the one whose containment in the other
+    counts. Token n-grams, not all shingles: a short text's character view can give a truncated copy more
+    shingles than the whole article it was cut from (tokens.py)."""
+    return token_shingles(a) <= token_shingles(b)
+
+
+def token_shingles(side: Side) -> float:
+    """How many token n-grams (even hashes) a content has: told by its sketch when it holds them all, estimated
+    from the sketch's share of them otherwise (a text long enough for that has no character view, or little)."""
+    odd = int(np.count_nonzero(side.sketch & np.uint32(1)))
+    if odd == 0 or len(side.sketch) == 0:
+        return side.shingles
+    even = len(side.sketch) - odd
+    return even if len(side.sketch) >= side.shingles else side.shingles * even / len(side.sketch)
 
 
 def pair_scores(a: Side, b: Side, sketch_size: int) -> tuple[float, int | None, float | None]:
