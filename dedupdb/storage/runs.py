@@ -232,6 +232,16 @@ class Runs:
         self._runs = {}
         self._changed()
 
+    def compact(self) -> int:
+        """Merge every run of this family into one (inside the caller's write transaction): a lookup then reads one
+        block a key instead of one a key and run. Returns the runs merged (0 when there were fewer than two)."""
+        runs = self._current()
+        if len(runs) < 2:
+            return 0
+        merged = sorted(runs.values(), key=lambda r: r.id)
+        self._merge(runs, merged)
+        return len(merged)
+
     def _new_run(self, level: int, expected: int) -> _Run:
         """An empty run, with a key filter sized for the entries it is about to receive."""
         cursor = self.conn.execute(
