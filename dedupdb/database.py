@@ -149,15 +149,17 @@ PAIRS_BY = ("document", "content")
 
 @dataclass(frozen=True)
 class OptimizeSummary:
-    """What Database.optimize did: the sorted runs of each index (index, containment) before and after."""
+    """What Database.optimize did, by index (index, containment): its sorted runs before and after, and how many
+    it wrote again as one run of small blocks (0: it was one already)."""
 
     runs_before: dict[str, int]
     runs_after: dict[str, int]
+    rewritten: dict[str, int]
     seconds: float
 
     @property
     def merged(self) -> bool:
-        return self.runs_before != self.runs_after
+        return any(self.rewritten.values())
 
 
 @lru_cache(maxsize=16)
@@ -319,18 +321,18 @@ class Database:
         return banding
 
     def optimize(self) -> OptimizeSummary:
-        """Merge each index's sorted runs into one (the index rows', the containment rows'): a query then reads
-        one block a key instead of one a key and run. Matches stay the same. Each index is merged in a
+        """Merge each index's sorted runs into one of small blocks (the index rows', the containment rows'): a query
+        then reads and decodes one small block a key instead of a large one a key and run. Matches stay the same. Each index is merged in a
         transaction of its own, so an interrupted optimize keeps the indexes it finished and loses nothing, and
         another process waits for it as for an add. An add afterwards starts new runs, merged as they grow."""
         self._require_current()
         started = time.perf_counter()
         before = self.store.run_counts()
         with self.store.transaction():
-            self.store.compact_index()
+            rewritten = {"index": self.store.compact_index()}
         with self.store.transaction():
-            self.store.compact_containment()
-        return OptimizeSummary(before, self.store.run_counts(), time.perf_counter() - started)
+            rewritten["containment"] = self.store.compact_containment()
+        return OptimizeSummary(before, self.store.run_counts(), rewritten, time.perf_counter() - started)
 
     def reindex_from_sources(self, progress: Progress | None = None) -> tuple[AddSummary, list[str]]:
         """Rebuild every signature with this version's algorithm by reading the indexed files and record files

@@ -64,8 +64,8 @@ def test_optimize_through_the_cli_merges_the_runs_and_answers_alike(tmp_path, cl
     assert any(answers) and pairs
     result = cli("optimize")
     assert result.exit_code == 0, result.output
-    assert "index rows: 3 runs merged into 1" in result.output
-    assert "containment rows: 3 runs merged into 1" in result.output
+    assert "index rows: 3 runs merged into 1 of small blocks" in result.output
+    assert "containment rows: 3 runs merged into 1 of small blocks" in result.output
     with dedupdb.open(db_path, create=False) as db:
         assert db.store.run_counts() == {"index": 1, "containment": 1}
     assert _state(db_path) == (answers, pairs)
@@ -73,6 +73,7 @@ def test_optimize_through_the_cli_merges_the_runs_and_answers_alike(tmp_path, cl
     assert again.exit_code == 0, again.output
     out = json.loads(again.stdout)
     assert out["runs_before"] == out["runs_after"] == {"index": 1, "containment": 1} and out["seconds"] >= 0
+    assert out["rewritten"] == {"index": 0, "containment": 0}
     assert "nothing to merge" in cli("optimize").output
 
 
@@ -85,6 +86,7 @@ def test_optimize_through_the_library(tmp_path):
         summary = db.optimize()
         assert summary.merged and summary.runs_before == {"index": 2, "containment": 2}
         assert summary.runs_after == {"index": 1, "containment": 1}
+        assert summary.rewritten == {"index": 2, "containment": 2}
         assert _answers(db) == before  # this connection reads the merged runs too
         assert not db.optimize().merged
         # An add afterwards starts a run beside the merged one, and finds what is stored.

@@ -19,6 +19,7 @@ from dedupdb.storage.store import Store
 def small_runs(monkeypatch):
     """Tiny blocks and levels, so a few thousand rows make many blocks, levels and merges."""
     monkeypatch.setattr(block_codec, "BLOCK_ENTRIES", 7)
+    monkeypatch.setattr(block_codec, "COMPACT_BLOCK_ENTRIES", 3)
     monkeypatch.setattr(runs_module, "LEVEL_BASE", 40)
     monkeypatch.setattr(runs_module, "_READ_BLOCKS", 3)
     monkeypatch.setattr(runs_module, "_READ_AT_ONCE", 2)
@@ -509,11 +510,29 @@ def test_compact_merges_every_run_into_one_that_answers_alike(store, small_runs,
         assert np.array_equal(np.sort(np.concatenate(list(other._index.chunks()))), everything)
     finally:
         other.close()
-    with store.transaction():  # nothing left to merge
+    # Its blocks are small ones: up to 3 entries' bytes (6 entries of 4 bytes), against 7 (14) before.
+    sizes = [r[0] for r in store.conn.execute("SELECT entries FROM run_blocks WHERE run = ?", (run.id,))]
+    assert max(sizes) <= 6 and len(sizes) >= len(model) / 6
+    with store.transaction():  # nothing left to do
         assert runs.compact() == 0
     with store.transaction():  # adds go on as before: new runs beside the merged one
         runs.insert(np.array([5, 1 << 44], np.int64))
     assert runs.run_count() == 2 and runs.lookup(np.array([5]), np.array([5])).tolist() == [5]
+
+
+def test_compact_writes_a_lone_run_of_large_blocks_again_in_small_ones(store, small_runs):
+    rng = np.random.default_rng(29)
+    entries = np.unique(rng.integers(0, 1 << 45, 200))
+    with store.transaction():
+        store._index.insert(entries)
+    assert store._index.run_count() == 1
+    with store.transaction():
+        assert store._index.compact() == 1
+    (run,) = store._index._current().values()
+    assert len(run.block_ids) >= len(entries) / 6
+    assert np.array_equal(store._index.lookup(entries, entries), entries) and store._index.faults() == []
+    with store.transaction():
+        assert store._index.compact() == 0
 
 
 def test_a_compaction_that_fails_midway_changes_nothing(store, small_runs, monkeypatch):
@@ -526,11 +545,11 @@ def test_a_compaction_that_fails_midway_changes_nothing(store, small_runs, monke
     before = {r.id: r.entries for r in runs._current().values()}
     real_next, calls = block_codec.next_block, []
 
-    def failing_next(rest):
+    def failing_next(rest, whole=None):
         calls.append(1)
         if len(calls) == 5:
             raise KeyboardInterrupt  # Ctrl-C midway
-        return real_next(rest)
+        return real_next(rest, whole)
 
     monkeypatch.setattr(block_codec, "next_block", failing_next)
     with pytest.raises(KeyboardInterrupt):

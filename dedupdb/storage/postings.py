@@ -144,9 +144,10 @@ class PostingTables:
         return {"index": self._index.run_count(), "containment": self._containment.run_count()}
 
     def compact_index(self) -> int:
-        """Merge the index rows' runs into one (inside the caller's transaction); the runs merged."""
+        """Merge the index rows' runs into one of small blocks (inside the caller's transaction); the runs merged."""
         return self._index.compact()
 
     def compact_containment(self) -> int:
-        """Merge the containment rows' runs into one (inside the caller's transaction); the runs merged."""
+        """Merge the containment rows' runs into one of small blocks (inside the caller's transaction); the runs
+        merged."""
         return self._containment.compact()

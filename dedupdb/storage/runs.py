@@ -233,14 +233,20 @@ class Runs:
         self._changed()
 
     def compact(self) -> int:
-        """Merge every run of this family into one (inside the caller's write transaction): a lookup then reads one
-        block a key instead of one a key and run. Returns the runs merged (0 when there were fewer than two)."""
+        """Merge every run of this family into one of small blocks (COMPACT_BLOCK_ENTRIES; inside the caller's
+        write transaction): a lookup then reads one small block a key instead of one large block a key and run.
+        A single run of large blocks is written again too. Returns the runs merged (0: nothing to do)."""
         runs = self._current()
-        if len(runs) < 2:
+        whole = block_codec.COMPACT_BLOCK_ENTRIES
+        if not runs or (len(runs) == 1 and self._small_blocks(next(iter(runs.values())), whole)):
             return 0
         merged = sorted(runs.values(), key=lambda r: r.id)
-        self._merge(runs, merged)
+        self._merge(runs, merged, whole)
         return len(merged)
+
+    def _small_blocks(self, run: _Run, whole: int) -> bool:
+        """Whether a run's blocks are no larger than blocks of `whole` entries (it was compacted)."""
+        return run.entries <= len(run.block_ids) * block_codec.per_block(block_codec.SPLIT_WIDTHS[0], whole)
 
     def _new_run(self, level: int, expected: int) -> _Run:
         """An empty run, with a key filter sized for the entries it is about to receive."""
@@ -250,12 +256,13 @@ class Runs:
         return _Run(cursor.lastrowid, level, 0, np.empty(0, np.int64), np.empty(0, np.int64),
                     KeyBits(expected, self.key_bits))
 
-    def _write_blocks(self, run: _Run, entries: np.ndarray, final: bool = True) -> np.ndarray:
-        """Append sorted entries, all above those the run holds, as blocks (the last may be short when final);
-        returns those left for a later call (final false: fewer than fill a block)."""
+    def _write_blocks(self, run: _Run, entries: np.ndarray, final: bool = True, whole: int | None = None) -> np.ndarray:
+        """Append sorted entries, all above those the run holds, as blocks (the last may be short when final) of
+        the codec's size or of `whole` entries' bytes; returns those left for a later call (final false: fewer
+        than fill a block)."""
         parts, blobs, start = [], [], 0
         while start < len(entries):
-            part, blob, full = block_codec.next_block(entries[start:])
+            part, blob, full = block_codec.next_block(entries[start:], whole)
             if not full and not final:
                 break
             parts.append(part)
@@ -300,9 +307,9 @@ class Runs:
                 return
             self._merge(runs, sorted(by_level[full[0]], key=lambda r: r.id))
 
-    def _merge(self, runs: dict[int, _Run], merged: list[_Run]) -> None:
+    def _merge(self, runs: dict[int, _Run], merged: list[_Run], whole: int | None = None) -> None:
         """One run of all rows of `merged`, written in order while they are read in order: a k-way merge in
-        bounded memory (a few blocks of each run at a time)."""
+        bounded memory (a few blocks of each run at a time); its blocks of `whole` entries' bytes when given."""
         total = sum(r.entries for r in merged)
         out = self._new_run(level_of(total), total)
         readers = [_RunReader(self, r) for r in merged]
@@ -314,10 +321,10 @@ class Runs:
             parts = [pending] + [r.take_through(bound) for r in readers]
             merged_part = np.concatenate(parts)
             merged_part.sort(kind="stable")
-            pending = self._write_blocks(out, distinct_of_sorted(merged_part), final=False)
+            pending = self._write_blocks(out, distinct_of_sorted(merged_part), final=False, whole=whole)
         rest = np.concatenate([pending] + [r.take_through(np.iinfo(np.int64).max) for r in readers])
         rest.sort()
-        self._write_blocks(out, distinct_of_sorted(rest))
+        self._write_blocks(out, distinct_of_sorted(rest), whole=whole)
         out.level = level_of(out.entries)
         self._finish_run(out)
         ids = [r.id for r in merged]
