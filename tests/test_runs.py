@@ -520,6 +520,29 @@ def test_compact_merges_every_run_into_one_that_answers_alike(store, small_runs,
     assert runs.run_count() == 2 and runs.lookup(np.array([5]), np.array([5])).tolist() == [5]
 
 
+def test_queries_leave_a_compacted_run_cold(store, small_runs):
+    """A compacted run's small blocks cost a query little: a process that answers many keeps no filter and no copy
+    of it in memory, and answers alike."""
+    rng = np.random.default_rng(31)
+    entries = np.unique(rng.integers(0, 1 << 45, 400))
+    with store.transaction():
+        store._index.insert(entries[:200])
+        store._index.insert(entries[200:])
+        store._index.compact()
+    other = Store.open(store.path)
+    try:
+        runs = other._index
+        lows = np.unique(entries[::5] & ~np.int64((1 << 30) - 1))
+        highs = lows | ((1 << 30) - 1)
+        expected = store._index.lookup(lows, highs)
+        for _ in range(2 * runs_module.WARM_PROBES):
+            assert np.array_equal(runs.lookup(lows, highs), expected)
+        (run,) = runs._current().values()
+        assert run.filter is None and run.data is None
+    finally:
+        other.close()
+
+
 def test_compact_writes_a_lone_run_of_large_blocks_again_in_small_ones(store, small_runs):
     rng = np.random.default_rng(29)
     entries = np.unique(rng.integers(0, 1 << 45, 200))

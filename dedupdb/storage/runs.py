@@ -404,14 +404,18 @@ class Runs:
         of which most are in no run or one, asks for. The filters cost two to four bits an entry in memory, made
         by reading each run once. Without it, a run takes its filter (and a small one its place in memory) once
         it has been probed WARM_PROBES times by this connection: a single query reads a few blocks and no more,
-        a process that answers many pays the reading once."""
+        a process that answers many pays the reading once; a compacted run (compact()) never does, its small
+        blocks costing a query as little without."""
         lows, highs = np.asarray(lows, np.int64), np.asarray(highs, np.int64)
         if len(lows) == 0:
             return np.empty(0, np.int64)
         parts = []
         for run in self._current().values():
             run.probes += 1
-            if filtered or run.filter is not None or run.probes >= WARM_PROBES:
+            # A compacted run is read a small block a key: a query process keeps neither its filter nor its rows
+            # (24 MB a million documents, and a whole read of the containment run to build its filter).
+            warm = run.probes >= WARM_PROBES and not self._small_blocks(run, block_codec.COMPACT_BLOCK_ENTRIES)
+            if filtered or run.filter is not None or warm:
                 if run.data is None and run.entries <= MEMORY_RUN_ENTRIES:
                     run.data = np.concatenate(list(self._run_chunks(run)) or [np.empty(0, np.int64)])
                 maybe = self._filter_of(run, keep=filtered).may_hold(lows)
