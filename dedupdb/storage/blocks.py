@@ -18,9 +18,11 @@ from dedupdb.text.hashing import distinct, ranges
 # blocks make that several times cheaper, and cost a probe that finds one row little more.
 BLOCK_ENTRIES = 2000
 # Entries kept whole per block of a run merged whole at rest (Runs.compact, `dedupdb optimize`): a query looks up
-# some hundred keys, one block each, and decodes each block from its start to find them; blocks an eighth the
-# size decode an eighth as much (an add onto the store reads more, smaller blocks of that run).
-COMPACT_BLOCK_ENTRIES = 250
+# some hundred keys, one block each, and decodes each block from its start to find them; blocks a sixteenth the
+# size (1 KiB, 250 packed entries) decode a sixteenth as much. At a million documents a warm query took 3.3-3.4
+# against 3.5-3.7 ms at an eighth and 3.6-5.3 at the full size (alternated, loaded machine); an add onto the
+# store reads more, smaller blocks of that run.
+COMPACT_BLOCK_ENTRIES = 125
 
 
 # Written now: the gap from the previous entry's key above the content id in one little-endian integer of 4, 5 or
