@@ -19,6 +19,8 @@ Then it times, in the same run:
     half held-out corpus texts that were never stored), a pass with near-duplicates
     alone (containment=None) and one with the default containment: median, p90, p99,
     in a process of its own (after a warm-up) whose peak RSS is reported;
+  * with --optimized, the same on an optimized copy of the store (`dedupdb optimize`), its query processes
+    alternating with the store's as built (--passes of each), and whether both answer alike;
   * a cold `dedupdb query TEXT --db PATH` subprocess (new process; OS page cache warm), median of 5;
   * datasketch: MinHash(num_perm=128) + MinHashLSH(threshold=0.5).query on an
     in-memory index of a --ds-n subset (containing the sources of the edited queries).
@@ -27,6 +29,7 @@ Then it times, in the same run:
 Usage:
     python scripts/bench_query.py --n 20000
     python scripts/bench_query.py --n 1000000 --db /tmp/bench-1m.db    # built once, reused afterwards
+    python scripts/bench_query.py --n 1000000 --db /tmp/bench-1m.db --optimized --passes 2
     python scripts/bench_query.py --n 400000 --order mixed --skip-datasketch --chart docs/img/add-pace.png
 
 --chart PATH.png also draws the add's pace as the store grows: the documents/s of each record file against the
@@ -367,6 +370,24 @@ def query_process(db_path: Path, queries, warmup, rounds: int, answers: Path | N
     return json.loads(proc.stdout)
 
 
+def optimized_copy(db_path: Path, tmpdir: Path) -> tuple[Path, float]:
+    """A copy of the store (its file and write-ahead log, nothing writing them) optimized by `dedupdb optimize`,
+    and the seconds that took."""
+    copy = tmpdir / "optimized.db"
+    for suffix in ("", "-wal"):
+        source = Path(f"{db_path}{suffix}")
+        if source.exists():
+            shutil.copyfile(source, Path(f"{copy}{suffix}"))
+    log(f"optimizing a copy of {db_path}")
+    t0 = time.perf_counter()
+    proc = subprocess.run(cli_command() + ["optimize", "--db", str(copy)], capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"dedupdb optimize failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    log(proc.stdout.strip())
+    return copy, seconds
+
+
 def run_query_job(job: Path) -> None:
     spec = json.loads(job.read_text(encoding="utf-8"))
     db = dedupdb.open(Path(spec["db"]), create=False)
@@ -505,6 +526,11 @@ def main() -> None:
     parser.add_argument("--answers", type=Path, default=None, metavar="PATH.jsonl",
                         help="write every query's hits (key, scores) of each kind there, one JSON line a query: "
                              "to check that two versions answer alike")
+    parser.add_argument("--optimized", action="store_true",
+                        help="also time an optimized copy of the store (`dedupdb optimize`, in a temporary folder), "
+                             "its passes alternating with the store's as built, and compare their answers")
+    parser.add_argument("--passes", type=int, default=1,
+                        help="query processes per store (with --optimized, alternating between the stores)")
     parser.add_argument("--query-job", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--chart", type=Path, default=None, metavar="PATH.png",
                         help="also write a PNG of the add's pace as the store grows (needs matplotlib; only when "
@@ -539,7 +565,24 @@ def main() -> None:
     counts = db.store.counts()
     db.close()
     size = file_bytes(db_path)
-    dq = query_process(db_path, queries, warmup, args.warm_rounds, args.answers, tmpdir)
+    optimized = None
+    if args.optimized:
+        optimized, optimize_seconds = optimized_copy(db_path, tmpdir)
+    stores = [("as built", db_path)] + ([("optimized", optimized)] if optimized else [])
+    # The stores' query processes alternate, pass after pass, so that both meet the machine's load alike.
+    passes: dict[str, list[dict]] = {label: [] for label, _ in stores}
+    answer_files = {label: tmpdir / f"answers-{number}.jsonl" for number, (label, _) in enumerate(stores)}
+    for number in range(args.passes):
+        for label, path in stores:
+            log(f"queries: pass {number + 1} on the store {label}")
+            passes[label].append(query_process(path, queries, warmup, args.warm_rounds,
+                                               answer_files[label] if number == 0 else None, tmpdir))
+    if args.answers:
+        shutil.copyfile(answer_files[stores[-1][0]], args.answers)
+    same_answers = None
+    if optimized:
+        same_answers = answer_files["as built"].read_bytes() == answer_files["optimized"].read_bytes()
+    dq = passes[stores[-1][0]][-1]
     if args.warm_rounds > 1:
         log(f"warmed up with {args.warm_rounds} x {len(warmup)} queries; compiled sketching "
             f"{'taken' if dq['compiled_sketching'] else 'not taken'}")
@@ -566,7 +609,7 @@ def main() -> None:
     print(f"database {size / 1e9:.2f} GB = {size / args.n:,.0f} bytes/document; peak RSS of this process {peak_rss_mb():,.0f} MB")
     print(f"queries: {len(queries)} ({sum(k == 'edited' for k, _, _ in queries)} edited stored documents, "
           f"{sum(k == 'unrelated' for k, _, _ in queries)} unrelated held-out texts)\n")
-    header = f"{'engine':<34} {'index docs':>10} {'queries':>8} {'median ms':>10} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+    header = f"{'engine':<46} {'index docs':>10} {'queries':>8} {'median ms':>10} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}"
     print(header)
     print("-" * len(header))
 
@@ -575,22 +618,31 @@ def main() -> None:
             t = result["times"]["edited"] + result["times"]["unrelated"] if kind == "all" else result["times"][kind]
             if t:
                 med, p90, p99, mx = percentiles(t)
-                print(f"{name + ' ' + kind:<34} {n:>10,} {len(t):>8} {med:>10.2f} {p90:>8.2f} {p99:>8.2f} {mx:>8.1f}")
+                print(f"{name + ' ' + kind:<46} {n:>10,} {len(t):>8} {med:>10.2f} {p90:>8.2f} {p99:>8.2f} {mx:>8.1f}")
 
     for name, label in (("near", "near-dups"), ("default", "default")):
-        rows(f"dedupdb query {label}", args.n, dq[name])
+        for store_label, results in passes.items():
+            for number, result in enumerate(results):
+                tag = (f"{store_label} " if len(passes) > 1 else "") + (f"#{number + 1}" if len(results) > 1 else "")
+                rows(f"dedupdb query {label} {tag}".rstrip(), args.n, result[name])
         if small:
             rows(f"dedupdb query {label}", len(ds_ids), small[name])
     if ds:
         rows("datasketch MinHashLSH", len(ds_ids), ds)
     if cli_walls:
-        print(f"{'dedupdb CLI query (new process)':<34} {args.n:>10,} {len(cli_walls):>8} {cli_median * 1e3:>10.0f}"
+        print(f"{'dedupdb CLI query (new process)':<46} {args.n:>10,} {len(cli_walls):>8} {cli_median * 1e3:>10.0f}"
               f"   runs: {', '.join(f'{w * 1e3:.0f}' for w in cli_walls)} ms; `dedupdb --help` {help_median * 1e3:.0f} ms")
 
     edited = sum(1 for k, _, _ in queries if k == "edited")
     print(f"\nnear-dups: Database.query(text, containment=None); default: Database.query(text) (containment "
           f"{QUERY_CONTAINMENT}); a pass of each over the queries, in one warm process that does nothing else")
-    print(f"dedupdb {args.n:,}: the query process's peak RSS {dq['process_peak_mb']:,.0f} MB")
+    for store_label, results in passes.items():
+        print(f"dedupdb {args.n:,} {store_label}: the query process's peak RSS "
+              + ", ".join(f"{r['process_peak_mb']:,.0f}" for r in results) + " MB")
+    if optimized:
+        print(f"optimized copy: `dedupdb optimize` took {optimize_seconds:.1f} s; answers (keys and scores of every "
+              f"hit, both kinds) {'identical' if same_answers else 'DIFFERENT'} to the store as built's")
+    print(f"(below: the last pass{' on the optimized store' if optimized else ''})")
     print(f"dedupdb {args.n:,}: median ms per step: " + ", ".join(f"{k} {v:.2f}" for k, v in dq["parts"].items()))
     for name in QUERY_KINDS:
         r = dq[name]
