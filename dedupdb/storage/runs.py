@@ -14,6 +14,9 @@ this module keeps in memory; a million documents make about 20,000 blocks. Every
 caller's transaction, so a merge, like an insert, is applied whole or not at all, and a process killed
 mid-merge loses nothing committed.
 
+At rest a family's runs can be merged into one of small blocks (compact(), `dedupdb optimize`): a lookup then
+reads one 1 KiB block a key instead of a 16 KiB one a key and run.
+
 Rows are deleted from the blocks that hold them (a file removed or changed): a block rewritten, not a
 tombstone, so a run always holds exactly the rows the store has.
 
