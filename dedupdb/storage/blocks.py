@@ -19,9 +19,8 @@ from dedupdb.text.hashing import distinct, ranges
 BLOCK_ENTRIES = 2000
 # Entries kept whole per block of a run merged whole at rest (Runs.compact, `dedupdb optimize`): a query looks up
 # some hundred keys, one block each, and decodes each block from its start to find them; blocks a sixteenth the
-# size (1 KiB, 250 packed entries) decode a sixteenth as much. At a million documents a warm query took 3.3-3.4
-# against 3.5-3.7 ms at an eighth and 3.6-5.3 at the full size (alternated, loaded machine); an add onto the
-# store reads more, smaller blocks of that run.
+# size (1 KiB, 250 packed entries) decode a sixteenth as much, and at a million documents answered as quickly as
+# an eighth or quicker (docs/benchmarks.md); an add onto the store reads more, smaller blocks of that run.
 COMPACT_BLOCK_ENTRIES = 125
 
 
