@@ -15,8 +15,12 @@ time counts the adds only. Record files are resumable, so an interrupted build
 with --db goes on where it stopped.
 
 Then it times, in the same run:
-  * Database.query(text) over --queries texts (half edited versions of stored
-    documents, half held-out corpus texts that were never stored): median, p90, p99;
+  * Database.query over --queries texts (half edited versions of stored documents,
+    half held-out corpus texts that were never stored), a pass with near-duplicates
+    alone (containment=None) and one with the default containment: median, p90, p99,
+    in a process of its own (after a warm-up) whose peak RSS is reported;
+  * with --optimized, the same on an optimized copy of the store (`dedupdb optimize`), its query processes
+    alternating with the store's as built (--passes of each), and whether both answer alike;
   * a cold `dedupdb query TEXT --db PATH` subprocess (new process; OS page cache warm), median of 5;
   * datasketch: MinHash(num_perm=128) + MinHashLSH(threshold=0.5).query on an
     in-memory index of a --ds-n subset (containing the sources of the edited queries).
@@ -25,6 +29,7 @@ Then it times, in the same run:
 Usage:
     python scripts/bench_query.py --n 20000
     python scripts/bench_query.py --n 1000000 --db /tmp/bench-1m.db    # built once, reused afterwards
+    python scripts/bench_query.py --n 1000000 --db /tmp/bench-1m.db --optimized --passes 2
     python scripts/bench_query.py --n 400000 --order mixed --skip-datasketch --chart docs/img/add-pace.png
 
 --chart PATH.png also draws the add's pace as the store grows: the documents/s of each record file against the
@@ -51,7 +56,9 @@ import time
 from pathlib import Path
 
 import dedupdb
+from dedupdb.config import QUERY_CONTAINMENT
 from dedupdb.errors import InputError
+from dedupdb.sketch.winnowing import Side
 from dedupdb.text.normalize import normalize
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
@@ -275,30 +282,58 @@ def percentiles(values: list[float]) -> tuple[float, float, float, float]:
     return statistics.median(v) * 1e3, pick(0.90) * 1e3, pick(0.99) * 1e3, v[-1] * 1e3
 
 
-def time_dedupdb_queries(db, queries, warmup, rounds: int = 1) -> dict:
+QUERY_KINDS = {"near": None, "default": QUERY_CONTAINMENT}  # containment: None is near-duplicates alone
+
+
+def process_peak_mb() -> float:
+    """This process's peak resident memory: the kernel's high-water mark of its own address space (ru_maxrss
+    also counts what the process it was forked from held)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return peak_rss_mb()
+
+
+def time_dedupdb_queries(db, queries, warmup, rounds: int = 1, answers: Path | None = None) -> dict:
+    """Times Database.query on every query, a pass of each kind (near-duplicates alone, then the default with
+    containment), after the warm-up; with answers, writes every query's hits of each kind there (JSON lines)."""
     for _ in range(rounds):
         for _, text, _ in warmup:
+            for containment in QUERY_KINDS.values():
+                try:
+                    db.query(text, containment=containment)
+                except InputError:
+                    pass
+    out = {}
+    kept = []
+    for name, containment in QUERY_KINDS.items():
+        times = {"edited": [], "unrelated": []}
+        found = hits_total = errors = false_hits = 0
+        for number, (kind, text, source) in enumerate(queries):
+            t0 = time.perf_counter()
             try:
-                db.query(text)
+                hits = db.query(text, top=0, containment=containment)
             except InputError:
-                pass
-    times = {"edited": [], "unrelated": []}
-    found = hits_total = errors = false_hits = 0
-    for kind, text, source in queries:
-        t0 = time.perf_counter()
-        try:
-            hits = db.query(text, top=0)
-        except InputError:
-            errors += 1
-            continue
-        times[kind].append(time.perf_counter() - t0)
-        hits_total += len(hits)
-        if source is not None:
-            found += any(h.record == str(source) for h in hits)
-        elif hits:
-            false_hits += 1
+                errors += 1
+                continue
+            times[kind].append(time.perf_counter() - t0)
+            hits_total += len(hits)
+            if source is not None:
+                found += any(h.record == str(source) for h in hits)
+            elif hits:
+                false_hits += 1
+            if answers is not None:
+                kept.append({"kind": name, "query": number, "hits": sorted(
+                    [h.key, h.jaccard, h.hamming, h.exact, h.containment] for h in hits)})
+        out[name] = {"times": times, "found": found, "hits": hits_total, "errors": errors, "false_hits": false_hits}
+    if answers is not None:
+        answers.write_text("".join(json.dumps(k) + "\n" for k in kept), encoding="utf-8")
     # Where the time goes: the same queries through the lower-level calls.
-    parts = {"fingerprint": [], "search": [], "documents": []}
+    parts = {"fingerprint": [], "search": [], "containment": [], "documents": []}
+    finder = db.indexer.containment
     for _, text, _ in queries:
         t0 = time.perf_counter()
         normalized = normalize(text)
@@ -310,13 +345,57 @@ def time_dedupdb_queries(db, queries, warmup, rounds: int = 1) -> dict:
         t1 = time.perf_counter()
         matches = db.indexer.search(fp)
         t2 = time.perf_counter()
-        db.store.documents_of_contents([m.content_id for m in matches])
+        finder.search(Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash), fp.fingerprints, QUERY_CONTAINMENT)
         t3 = time.perf_counter()
+        db.store.documents_of_contents([m.content_id for m in matches])
+        t4 = time.perf_counter()
         parts["fingerprint"].append(t1 - t0)
         parts["search"].append(t2 - t1)
-        parts["documents"].append(t3 - t2)
-    return {"times": times, "found": found, "hits": hits_total, "errors": errors, "false_hits": false_hits,
-            "parts": {k: statistics.median(v) * 1e3 for k, v in parts.items()}}
+        parts["containment"].append(t3 - t2)
+        parts["documents"].append(t4 - t3)
+    out["parts"] = {k: statistics.median(v) * 1e3 for k, v in parts.items()}
+    out["process_peak_mb"] = process_peak_mb()
+    return out
+
+
+def query_process(db_path: Path, queries, warmup, rounds: int, answers: Path | None, tmpdir: Path) -> dict:
+    """time_dedupdb_queries in a process of its own, which holds the store and the query texts only (not the
+    corpora this one loaded): its peak memory is a query process's."""
+    job = tmpdir / "queries.json"
+    job.write_text(json.dumps({"db": str(db_path), "queries": queries, "warmup": warmup, "rounds": rounds,
+                               "answers": str(answers) if answers else None}), encoding="utf-8")
+    proc = subprocess.run([sys.executable, __file__, "--query-job", str(job)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"the query process failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout)
+
+
+def optimized_copy(db_path: Path, tmpdir: Path) -> tuple[Path, float]:
+    """A copy of the store (its file and write-ahead log, nothing writing them) optimized by `dedupdb optimize`,
+    and the seconds that took."""
+    copy = tmpdir / "optimized.db"
+    for suffix in ("", "-wal"):
+        source = Path(f"{db_path}{suffix}")
+        if source.exists():
+            shutil.copyfile(source, Path(f"{copy}{suffix}"))
+    log(f"optimizing a copy of {db_path}")
+    t0 = time.perf_counter()
+    proc = subprocess.run(cli_command() + ["optimize", "--db", str(copy)], capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"dedupdb optimize failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    log(proc.stdout.strip())
+    return copy, seconds
+
+
+def run_query_job(job: Path) -> None:
+    spec = json.loads(job.read_text(encoding="utf-8"))
+    db = dedupdb.open(Path(spec["db"]), create=False)
+    result = time_dedupdb_queries(db, [tuple(q) for q in spec["queries"]], [tuple(w) for w in spec["warmup"]],
+                                  spec["rounds"], Path(spec["answers"]) if spec["answers"] else None)
+    result["compiled_sketching"] = "dedupdb.sketch.fastsketch" in sys.modules
+    db.close()
+    print(json.dumps(result))
 
 
 def cli_command() -> list[str]:
@@ -444,10 +523,22 @@ def main() -> None:
     parser.add_argument("--warm-rounds", type=int, default=1,
                         help="times the warm-up queries are asked before timing: 30 makes the process one that has "
                              "answered many queries (and taken compiled sketching for single texts)")
+    parser.add_argument("--answers", type=Path, default=None, metavar="PATH.jsonl",
+                        help="write every query's hits (key, scores) of each kind there, one JSON line a query: "
+                             "to check that two versions answer alike")
+    parser.add_argument("--optimized", action="store_true",
+                        help="also time an optimized copy of the store (`dedupdb optimize`, in a temporary folder), "
+                             "its passes alternating with the store's as built, and compare their answers")
+    parser.add_argument("--passes", type=int, default=1,
+                        help="query processes per store (with --optimized, alternating between the stores)")
+    parser.add_argument("--query-job", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--chart", type=Path, default=None, metavar="PATH.png",
                         help="also write a PNG of the add's pace as the store grows (needs matplotlib; only when "
                              "the store is built in this run)")
     args = parser.parse_args()
+    if args.query_job:
+        run_query_job(args.query_job)
+        return
     if args.chart and importlib.util.find_spec("matplotlib") is None:
         parser.error("--chart needs matplotlib: pip install -e \".[bench]\"")
 
@@ -474,14 +565,29 @@ def main() -> None:
     counts = db.store.counts()
     db.close()
     size = file_bytes(db_path)
-    db = dedupdb.open(db_path, create=False)
-    dq = time_dedupdb_queries(db, queries, warmup, args.warm_rounds)
+    optimized = None
+    if args.optimized:
+        optimized, optimize_seconds = optimized_copy(db_path, tmpdir)
+    stores = [("as built", db_path)] + ([("optimized", optimized)] if optimized else [])
+    # The stores' query processes alternate, pass after pass, so that both meet the machine's load alike.
+    passes: dict[str, list[dict]] = {label: [] for label, _ in stores}
+    answer_files = {label: tmpdir / f"answers-{number}.jsonl" for number, (label, _) in enumerate(stores)}
+    for number in range(args.passes):
+        for label, path in stores:
+            log(f"queries: pass {number + 1} on the store {label}")
+            passes[label].append(query_process(path, queries, warmup, args.warm_rounds,
+                                               answer_files[label] if number == 0 else None, tmpdir))
+    if args.answers:
+        shutil.copyfile(answer_files[stores[-1][0]], args.answers)
+    same_answers = None
+    if optimized:
+        same_answers = answer_files["as built"].read_bytes() == answer_files["optimized"].read_bytes()
+    dq = passes[stores[-1][0]][-1]
     if args.warm_rounds > 1:
         log(f"warmed up with {args.warm_rounds} x {len(warmup)} queries; compiled sketching "
-            f"{'taken' if 'dedupdb.sketch.fastsketch' in sys.modules else 'not taken'}")
-    db.close()
+            f"{'taken' if dq['compiled_sketching'] else 'not taken'}")
     cli_texts = [t for kind, t, _ in queries if kind == "edited" and not is_cjk(t)][: args.cli_runs]
-    cli_median, cli_walls, help_median = time_cli(db_path, cli_texts)
+    cli_median, cli_walls, help_median = time_cli(db_path, cli_texts) if cli_texts else (None, [], None)
 
     ds_ids = small = None
     if not args.skip_datasketch or args.same_size:
@@ -493,17 +599,17 @@ def main() -> None:
     if args.same_size:
         small_db, small_build = open_or_build(tmpdir / "same-size.db", corpus, ds_ids, tmpdir / "same-size.shards",
                                                   f"dedupdb {len(ds_ids):,}")
-        small = time_dedupdb_queries(small_db, queries, warmup)
-        small["build"] = small_build
         small_db.close()
+        small = query_process(tmpdir / "same-size.db", queries, warmup, args.warm_rounds, None, tmpdir)
+        small["build"] = small_build
 
     print(f"\nstore: {db_path}  {counts}")
     if build_seconds is not None:
         print(f"built in {build_seconds:,.0f} s ({args.n / build_seconds:,.0f} docs/s, db.add on JSONL record files)")
-    print(f"database {size / 1e9:.2f} GB = {size / args.n:,.0f} bytes/document; peak RSS {peak_rss_mb():,.0f} MB")
+    print(f"database {size / 1e9:.2f} GB = {size / args.n:,.0f} bytes/document; peak RSS of this process {peak_rss_mb():,.0f} MB")
     print(f"queries: {len(queries)} ({sum(k == 'edited' for k, _, _ in queries)} edited stored documents, "
           f"{sum(k == 'unrelated' for k, _, _ in queries)} unrelated held-out texts)\n")
-    header = f"{'engine':<34} {'index docs':>10} {'queries':>8} {'median ms':>10} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+    header = f"{'engine':<46} {'index docs':>10} {'queries':>8} {'median ms':>10} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}"
     print(header)
     print("-" * len(header))
 
@@ -512,23 +618,39 @@ def main() -> None:
             t = result["times"]["edited"] + result["times"]["unrelated"] if kind == "all" else result["times"][kind]
             if t:
                 med, p90, p99, mx = percentiles(t)
-                print(f"{name + ' ' + kind:<34} {n:>10,} {len(t):>8} {med:>10.2f} {p90:>8.2f} {p99:>8.2f} {mx:>8.1f}")
+                print(f"{name + ' ' + kind:<46} {n:>10,} {len(t):>8} {med:>10.2f} {p90:>8.2f} {p99:>8.2f} {mx:>8.1f}")
 
-    rows("dedupdb db.query", args.n, dq)
-    if small:
-        rows("dedupdb db.query", len(ds_ids), small)
+    for name, label in (("near", "near-dups"), ("default", "default")):
+        for store_label, results in passes.items():
+            for number, result in enumerate(results):
+                tag = (f"{store_label} " if len(passes) > 1 else "") + (f"#{number + 1}" if len(results) > 1 else "")
+                rows(f"dedupdb query {label} {tag}".rstrip(), args.n, result[name])
+        if small:
+            rows(f"dedupdb query {label}", len(ds_ids), small[name])
     if ds:
         rows("datasketch MinHashLSH", len(ds_ids), ds)
-    print(f"{'dedupdb CLI query (new process)':<34} {args.n:>10,} {len(cli_walls):>8} {cli_median * 1e3:>10.0f}"
-          f"   runs: {', '.join(f'{w * 1e3:.0f}' for w in cli_walls)} ms; `dedupdb --help` {help_median * 1e3:.0f} ms")
+    if cli_walls:
+        print(f"{'dedupdb CLI query (new process)':<46} {args.n:>10,} {len(cli_walls):>8} {cli_median * 1e3:>10.0f}"
+              f"   runs: {', '.join(f'{w * 1e3:.0f}' for w in cli_walls)} ms; `dedupdb --help` {help_median * 1e3:.0f} ms")
 
     edited = sum(1 for k, _, _ in queries if k == "edited")
-    print(f"\ndedupdb {args.n:,}: median ms per step: " + ", ".join(f"{k} {v:.2f}" for k, v in dq["parts"].items()))
-    print(f"dedupdb {args.n:,}: source found for {dq['found']}/{edited} edited queries; {dq['false_hits']} unrelated "
-          f"queries had a hit; {dq['hits'] / max(1, len(queries)):.1f} hits/query; {dq['errors']} query errors")
+    print(f"\nnear-dups: Database.query(text, containment=None); default: Database.query(text) (containment "
+          f"{QUERY_CONTAINMENT}); a pass of each over the queries, in one warm process that does nothing else")
+    for store_label, results in passes.items():
+        print(f"dedupdb {args.n:,} {store_label}: the query process's peak RSS "
+              + ", ".join(f"{r['process_peak_mb']:,.0f}" for r in results) + " MB")
+    if optimized:
+        print(f"optimized copy: `dedupdb optimize` took {optimize_seconds:.1f} s; answers (keys and scores of every "
+              f"hit, both kinds) {'identical' if same_answers else 'DIFFERENT'} to the store as built's")
+    print(f"(below: the last pass{' on the optimized store' if optimized else ''})")
+    print(f"dedupdb {args.n:,}: median ms per step: " + ", ".join(f"{k} {v:.2f}" for k, v in dq["parts"].items()))
+    for name in QUERY_KINDS:
+        r = dq[name]
+        print(f"dedupdb {args.n:,} {name}: source found for {r['found']}/{edited} edited queries; {r['false_hits']} "
+              f"unrelated queries had a hit; {r['hits'] / max(1, len(queries)):.1f} hits/query; {r['errors']} errors")
     if small:
-        print(f"dedupdb {len(ds_ids):,}: source found for {small['found']}/{edited}; built in {small['build']:.0f} s "
-              f"({len(ds_ids) / small['build']:,.0f} docs/s)")
+        print(f"dedupdb {len(ds_ids):,}: source found for {small['default']['found']}/{edited}; built in "
+              f"{small['build']:.0f} s ({len(ds_ids) / small['build']:,.0f} docs/s)")
     if ds:
         print(f"datasketch {len(ds_ids):,}: built in {ds['build']:.0f} s ({len(ds_ids) / ds['build']:,.0f} docs/s); "
               f"source among candidates for {ds['found']}/{edited}; {ds['candidates'] / len(queries):.1f} "

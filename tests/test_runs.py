@@ -19,6 +19,7 @@ from dedupdb.storage.store import Store
 def small_runs(monkeypatch):
     """Tiny blocks and levels, so a few thousand rows make many blocks, levels and merges."""
     monkeypatch.setattr(block_codec, "BLOCK_ENTRIES", 7)
+    monkeypatch.setattr(block_codec, "COMPACT_BLOCK_ENTRIES", 3)
     monkeypatch.setattr(runs_module, "LEVEL_BASE", 40)
     monkeypatch.setattr(runs_module, "_READ_BLOCKS", 3)
     monkeypatch.setattr(runs_module, "_READ_AT_ONCE", 2)
@@ -463,3 +464,125 @@ def test_compiled_decoding_is_taken_only_where_numba_is_loaded():
             "print(decoding.decoder().__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "dedupdb.storage.fastdecode"]
+
+
+def _many_runs(store, rng, batches: int = 14) -> set[int]:
+    """Rows in several runs of several levels, some deleted after: what a store's adds and removals leave."""
+    model: set[int] = set()
+    for step in range(batches):
+        with store.transaction():
+            fresh = {int(v) for v in rng.integers(0, 1 << 45, int(rng.integers(5, 90)))} - model
+            store._index.insert(np.array(sorted(fresh), np.int64))
+            model |= fresh
+            if step % 4 == 3:
+                gone = sorted(model)[:: 9]
+                store._index.delete(np.array(gone, np.int64))
+                model -= set(gone)
+    return model
+
+
+def test_compact_merges_every_run_into_one_that_answers_alike(store, small_runs, decoding):
+    rng = np.random.default_rng(17)
+    model = _many_runs(store, rng)
+    runs = store._index
+    assert runs.run_count() >= 3
+    lows = np.unique(rng.integers(0, 1 << 45, 300)) & ~np.int64((1 << 30) - 1)
+    lows = np.unique(lows)
+    highs = lows | ((1 << 30) - 1)
+    everything = np.array(sorted(model), np.int64)
+    before = runs.lookup(lows, highs)
+    merged = runs.run_count()
+    with store.transaction():
+        assert runs.compact() == merged
+    assert runs.run_count() == 1 and runs.count() == len(model)
+    assert np.array_equal(runs.lookup(lows, highs), before)
+    assert np.array_equal(runs.lookup(everything, everything), everything)
+    with store.transaction():
+        assert np.array_equal(runs.lookup(lows, highs, filtered=True), before)
+    assert runs.faults() == []
+    (run,) = runs._current().values()
+    assert run.level == runs_module.level_of(len(model))
+    # The merged run's filter is kept: another connection sees one run and reads no block to filter.
+    assert store.conn.execute("SELECT count(*) FROM run_filters WHERE run = ?", (run.id,)).fetchone()[0] == 1
+    other = Store.open(store.path)
+    try:
+        assert other._index.run_count() == 1
+        assert np.array_equal(np.sort(np.concatenate(list(other._index.chunks()))), everything)
+    finally:
+        other.close()
+    # Its blocks are small ones: up to 3 entries' bytes (6 entries of 4 bytes), against 7 (14) before.
+    sizes = [r[0] for r in store.conn.execute("SELECT entries FROM run_blocks WHERE run = ?", (run.id,))]
+    assert max(sizes) <= 6 and len(sizes) >= len(model) / 6
+    with store.transaction():  # nothing left to do
+        assert runs.compact() == 0
+    with store.transaction():  # adds go on as before: new runs beside the merged one
+        runs.insert(np.array([5, 1 << 44], np.int64))
+    assert runs.run_count() == 2 and runs.lookup(np.array([5]), np.array([5])).tolist() == [5]
+
+
+def test_queries_leave_a_compacted_run_cold(store, small_runs):
+    """A compacted run's small blocks cost a query little: a process that answers many keeps no filter and no copy
+    of it in memory, and answers alike."""
+    rng = np.random.default_rng(31)
+    entries = np.unique(rng.integers(0, 1 << 45, 400))
+    with store.transaction():
+        store._index.insert(entries[:200])
+        store._index.insert(entries[200:])
+        store._index.compact()
+    other = Store.open(store.path)
+    try:
+        runs = other._index
+        lows = np.unique(entries[::5] & ~np.int64((1 << 30) - 1))
+        highs = lows | ((1 << 30) - 1)
+        expected = store._index.lookup(lows, highs)
+        for _ in range(2 * runs_module.WARM_PROBES):
+            assert np.array_equal(runs.lookup(lows, highs), expected)
+        (run,) = runs._current().values()
+        assert run.filter is None and run.data is None
+    finally:
+        other.close()
+
+
+def test_compact_writes_a_lone_run_of_large_blocks_again_in_small_ones(store, small_runs):
+    rng = np.random.default_rng(29)
+    entries = np.unique(rng.integers(0, 1 << 45, 200))
+    with store.transaction():
+        store._index.insert(entries)
+    assert store._index.run_count() == 1
+    with store.transaction():
+        assert store._index.compact() == 1
+    (run,) = store._index._current().values()
+    assert len(run.block_ids) >= len(entries) / 6
+    assert np.array_equal(store._index.lookup(entries, entries), entries) and store._index.faults() == []
+    with store.transaction():
+        assert store._index.compact() == 0
+
+
+def test_a_compaction_that_fails_midway_changes_nothing(store, small_runs, monkeypatch):
+    """A merge writes the new run's blocks before it drops the old runs: failing midway, its transaction rolls
+    back and the runs are those of before, in the store and in this connection's memory."""
+    rng = np.random.default_rng(23)
+    model = _many_runs(store, rng)
+    runs = store._index
+    everything = np.array(sorted(model), np.int64)
+    before = {r.id: r.entries for r in runs._current().values()}
+    real_next, calls = block_codec.next_block, []
+
+    def failing_next(rest, whole=None):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt  # Ctrl-C midway
+        return real_next(rest, whole)
+
+    monkeypatch.setattr(block_codec, "next_block", failing_next)
+    with pytest.raises(KeyboardInterrupt):
+        with store.transaction():
+            runs.compact()
+    monkeypatch.setattr(block_codec, "next_block", real_next)
+    assert len(calls) == 5
+    assert {r.id: r.entries for r in runs._current().values()} == before
+    assert np.array_equal(runs.lookup(everything, everything), everything)
+    assert runs.faults() == []
+    with store.transaction():
+        runs.compact()
+    assert runs.run_count() == 1 and np.array_equal(runs.lookup(everything, everything), everything)

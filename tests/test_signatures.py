@@ -362,6 +362,27 @@ def test_chinese_idf_is_read_without_jieba_analyse():
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
+def test_chinese_idf_from_its_compact_table_is_jieba_idf_word_for_word(tmp_path, monkeypatch):
+    """The table kept as word hashes gives every word of jieba's table its IDF and any other word the median, when
+    derived and when read back from the cache folder."""
+    import numpy as np
+
+    from dedupdb.text import tokens, weights
+
+    monkeypatch.setattr("dedupdb.config.cache_dir", lambda: tmp_path)
+    table, median = tokens.jieba_idf()
+    words = list(table) + ["不存在的词语甲乙", "qwertyuiop", "的"]
+    expected = np.array([table.get(w, median) for w in words])
+    weights._chinese_table.cache_clear()
+    try:
+        assert np.array_equal(weights.chinese_idf(words), expected)
+        assert list(tmp_path.glob("jieba-idf-*.npy"))
+        weights._chinese_table.cache_clear()
+        assert np.array_equal(weights.chinese_idf(words), expected)
+    finally:
+        weights._chinese_table.cache_clear()
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 2**31 - 1).map(lambda v: 2 * v), max_size=120, unique=True), st.integers(0, 120),
        st.integers(0, 120), st.integers(1, 80))

@@ -82,12 +82,10 @@ class ContainmentIndex:
         content_ids, counts = content_ids[enough], counts[enough]
         best = candidates_by_share(content_ids.tolist(), counts.tolist(), QUERY_CANDIDATES)
         sides = self.sides(best)
-        found = {}
-        for cid in best:
-            share = containment(query, sides[cid], self.settings.sketch_size) if cid in sides else None
-            if share is not None and share >= floor:
-                found[cid] = round(share, 4)
-        return found
+        best = [cid for cid in best if cid in sides]
+        # Scored together (shares_in: containment()'s numbers with a few array operations for them all).
+        shares = shares_in(query, [sides[cid] for cid in best], self.settings.sketch_size)
+        return {cid: round(share, 4) for cid, share in zip(best, shares) if share is not None and share >= floor}
 
     def search_many(self, queries: list[Side], probes: list[np.ndarray], floor: float,
                     sides: dict[int, Side] | None = None) -> list[dict[int, float]]:

@@ -17,6 +17,11 @@ from dedupdb.text.hashing import distinct, ranges
 # row as per byte, and an ingest of near-duplicates reads most blocks of the large runs for every batch: large
 # blocks make that several times cheaper, and cost a probe that finds one row little more.
 BLOCK_ENTRIES = 2000
+# Entries kept whole per block of a run merged whole at rest (Runs.compact, `dedupdb optimize`): a query looks up
+# some hundred keys, one block each, and decodes each block from its start to find them; blocks a sixteenth the
+# size (1 KiB, 250 packed entries) decode a sixteenth as much, and at a million documents answered as quickly as
+# an eighth or quicker (docs/benchmarks.md); an add onto the store reads more, smaller blocks of that run.
+COMPACT_BLOCK_ENTRIES = 125
 
 
 # Written now: the gap from the previous entry's key above the content id in one little-endian integer of 4, 5 or
@@ -50,9 +55,9 @@ def packed(entries: np.ndarray, width: int) -> bytes | None:
     return bytes([id_bits]) + values.view(np.uint8).reshape(-1, 8)[:, :width].tobytes()
 
 
-def per_block(width: int) -> int:
-    """Entries a block of this layout holds: as many as fill the bytes of BLOCK_ENTRIES whole ones."""
-    return BLOCK_ENTRIES * WHOLE // width
+def per_block(width: int, whole: int | None = None) -> int:
+    """Entries a block of this layout holds: as many as fill the bytes of BLOCK_ENTRIES (or `whole`) whole ones."""
+    return (BLOCK_ENTRIES if whole is None else whole) * WHOLE // width
 
 
 def readable(blob: bytes, entries: int) -> bool:
@@ -108,14 +113,14 @@ def encode(entries: np.ndarray) -> bytes:
     raise AssertionError("entries kept whole always fit")
 
 
-def next_block(rest: np.ndarray) -> tuple[np.ndarray, bytes, bool]:
-    """The entries the next block of a run takes from these (sorted), as many as fill a block in the smallest
-    layout they fit; their bytes; and whether they fill it."""
+def next_block(rest: np.ndarray, whole: int | None = None) -> tuple[np.ndarray, bytes, bool]:
+    """The entries the next block of a run takes from these (sorted), as many as fill a block (of BLOCK_ENTRIES
+    or `whole` entries' bytes) in the smallest layout they fit; their bytes; and whether they fill it."""
     for layout in LAYOUTS:
-        part = rest[: per_block(layout)]
+        part = rest[: per_block(layout, whole)]
         blob = packed(part, layout)
         if blob is not None:
-            return part, blob, len(part) == per_block(layout)
+            return part, blob, len(part) == per_block(layout, whole)
     raise AssertionError("entries kept whole always fit")
 
 

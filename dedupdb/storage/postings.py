@@ -136,3 +136,18 @@ class PostingTables:
 
     def containment_rows(self) -> int:
         return self._containment.count()
+
+    # --- compaction --------------------------------------------------------------
+
+    def run_counts(self) -> dict[str, int]:
+        """Sorted runs of index rows and of containment rows: a lookup reads one block a key in each."""
+        return {"index": self._index.run_count(), "containment": self._containment.run_count()}
+
+    def compact_index(self) -> int:
+        """Merge the index rows' runs into one of small blocks (inside the caller's transaction); the runs merged."""
+        return self._index.compact()
+
+    def compact_containment(self) -> int:
+        """Merge the containment rows' runs into one of small blocks (inside the caller's transaction); the runs
+        merged."""
+        return self._containment.compact()

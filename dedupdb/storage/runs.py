@@ -14,6 +14,9 @@ this module keeps in memory; a million documents make about 20,000 blocks. Every
 caller's transaction, so a merge, like an insert, is applied whole or not at all, and a process killed
 mid-merge loses nothing committed.
 
+At rest a family's runs can be merged into one of small blocks (compact(), `dedupdb optimize`): a lookup then
+reads one 1 KiB block a key instead of a 16 KiB one a key and run.
+
 Rows are deleted from the blocks that hold them (a file removed or changed): a block rewritten, not a
 tombstone, so a run always holds exactly the rows the store has.
 
@@ -232,6 +235,22 @@ class Runs:
         self._runs = {}
         self._changed()
 
+    def compact(self) -> int:
+        """Merge every run of this family into one of small blocks (COMPACT_BLOCK_ENTRIES; inside the caller's
+        write transaction): a lookup then reads one small block a key instead of one large block a key and run.
+        A single run of large blocks is written again too. Returns the runs merged (0: nothing to do)."""
+        runs = self._current()
+        whole = block_codec.COMPACT_BLOCK_ENTRIES
+        if not runs or (len(runs) == 1 and self._small_blocks(next(iter(runs.values())), whole)):
+            return 0
+        merged = sorted(runs.values(), key=lambda r: r.id)
+        self._merge(runs, merged, whole)
+        return len(merged)
+
+    def _small_blocks(self, run: _Run, whole: int) -> bool:
+        """Whether a run's blocks are no larger than blocks of `whole` entries (it was compacted)."""
+        return run.entries <= len(run.block_ids) * block_codec.per_block(block_codec.SPLIT_WIDTHS[0], whole)
+
     def _new_run(self, level: int, expected: int) -> _Run:
         """An empty run, with a key filter sized for the entries it is about to receive."""
         cursor = self.conn.execute(
@@ -240,12 +259,13 @@ class Runs:
         return _Run(cursor.lastrowid, level, 0, np.empty(0, np.int64), np.empty(0, np.int64),
                     KeyBits(expected, self.key_bits))
 
-    def _write_blocks(self, run: _Run, entries: np.ndarray, final: bool = True) -> np.ndarray:
-        """Append sorted entries, all above those the run holds, as blocks (the last may be short when final);
-        returns those left for a later call (final false: fewer than fill a block)."""
+    def _write_blocks(self, run: _Run, entries: np.ndarray, final: bool = True, whole: int | None = None) -> np.ndarray:
+        """Append sorted entries, all above those the run holds, as blocks (the last may be short when final) of
+        the codec's size or of `whole` entries' bytes; returns those left for a later call (final false: fewer
+        than fill a block)."""
         parts, blobs, start = [], [], 0
         while start < len(entries):
-            part, blob, full = block_codec.next_block(entries[start:])
+            part, blob, full = block_codec.next_block(entries[start:], whole)
             if not full and not final:
                 break
             parts.append(part)
@@ -290,9 +310,9 @@ class Runs:
                 return
             self._merge(runs, sorted(by_level[full[0]], key=lambda r: r.id))
 
-    def _merge(self, runs: dict[int, _Run], merged: list[_Run]) -> None:
+    def _merge(self, runs: dict[int, _Run], merged: list[_Run], whole: int | None = None) -> None:
         """One run of all rows of `merged`, written in order while they are read in order: a k-way merge in
-        bounded memory (a few blocks of each run at a time)."""
+        bounded memory (a few blocks of each run at a time); its blocks of `whole` entries' bytes when given."""
         total = sum(r.entries for r in merged)
         out = self._new_run(level_of(total), total)
         readers = [_RunReader(self, r) for r in merged]
@@ -304,10 +324,10 @@ class Runs:
             parts = [pending] + [r.take_through(bound) for r in readers]
             merged_part = np.concatenate(parts)
             merged_part.sort(kind="stable")
-            pending = self._write_blocks(out, distinct_of_sorted(merged_part), final=False)
+            pending = self._write_blocks(out, distinct_of_sorted(merged_part), final=False, whole=whole)
         rest = np.concatenate([pending] + [r.take_through(np.iinfo(np.int64).max) for r in readers])
         rest.sort()
-        self._write_blocks(out, distinct_of_sorted(rest))
+        self._write_blocks(out, distinct_of_sorted(rest), whole=whole)
         out.level = level_of(out.entries)
         self._finish_run(out)
         ids = [r.id for r in merged]
@@ -387,14 +407,18 @@ class Runs:
         of which most are in no run or one, asks for. The filters cost two to four bits an entry in memory, made
         by reading each run once. Without it, a run takes its filter (and a small one its place in memory) once
         it has been probed WARM_PROBES times by this connection: a single query reads a few blocks and no more,
-        a process that answers many pays the reading once."""
+        a process that answers many pays the reading once; a compacted run (compact()) never does, its small
+        blocks costing a query as little without."""
         lows, highs = np.asarray(lows, np.int64), np.asarray(highs, np.int64)
         if len(lows) == 0:
             return np.empty(0, np.int64)
         parts = []
         for run in self._current().values():
             run.probes += 1
-            if filtered or run.filter is not None or run.probes >= WARM_PROBES:
+            # A compacted run is read a small block a key: a query process keeps neither its filter nor its rows
+            # (24 MB a million documents, and a whole read of the containment run to build its filter).
+            warm = run.probes >= WARM_PROBES and not self._small_blocks(run, block_codec.COMPACT_BLOCK_ENTRIES)
+            if filtered or run.filter is not None or warm:
                 if run.data is None and run.entries <= MEMORY_RUN_ENTRIES:
                     run.data = np.concatenate(list(self._run_chunks(run)) or [np.empty(0, np.int64)])
                 maybe = self._filter_of(run, keep=filtered).may_hold(lows)

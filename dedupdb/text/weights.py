@@ -84,8 +84,55 @@ def word_buckets(documents: list[NDArray[np.uint64]]) -> list[NDArray[np.uint32]
 
 
 def chinese_idf(words: list[str]) -> NDArray[np.float64]:
-    table, median = jieba_idf()
-    return np.fromiter((table.get(w, median) for w in words), np.float64, len(words))
+    """jieba's IDF of each word, its median for a word it does not know."""
+    keys, values, median = _chinese_table()
+    hashes = np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), TOKEN_SEED) for w in words), np.uint64, len(words))
+    at = np.minimum(np.searchsorted(keys, hashes), len(keys) - 1)
+    return np.where(keys[at] == hashes, values[at], median)
+
+
+@lru_cache(maxsize=1)
+def _chinese_table() -> tuple[NDArray[np.uint64], NDArray[np.float64], float]:
+    """jieba's IDF table as (sorted word hashes, their IDF) and its median: 4 MB where the table as a dict of words
+    takes 57 MB in every process that sketches Chinese (a query process among them). Read from the cache folder,
+    or derived from jieba's file (under a second, once a machine) and kept there."""
+    from importlib.metadata import version
+
+    from dedupdb.config import cache_dir
+
+    path = cache_dir() / f"jieba-idf-{_TABLE_VERSION}-jieba-{version('jieba')}.npy"
+    try:
+        table = np.load(path, allow_pickle=False)
+        keys, values = table["hash"].copy(), table["idf"].copy()
+    except (OSError, ValueError, KeyError):
+        table = _derived_chinese_table()
+        keys, values = table["hash"], table["idf"]
+        _keep(path, table)
+    return keys, values, float(np.sort(values)[len(values) // 2]) if len(values) else 0.0
+
+
+def _derived_chinese_table() -> np.ndarray:
+    words, _ = jieba_idf()
+    jieba_idf.cache_clear()  # the dict is not kept: the table replaces it
+    hashes = np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), TOKEN_SEED) for w in words), np.uint64, len(words))
+    if len(distinct(hashes)) != len(hashes):  # never seen with jieba's table; a dict would tell such words apart
+        raise AssertionError("two words of jieba's IDF table share a hash")
+    order = np.argsort(hashes, kind="stable")
+    table = np.empty(len(words), [("hash", "<u8"), ("idf", "<f8")])
+    table["hash"], table["idf"] = hashes[order], np.fromiter(words.values(), np.float64, len(words))[order]
+    return table
+
+
+def _keep(path: Path, table: np.ndarray) -> None:
+    """Write a derived table to the cache folder, whole or not at all (another process may be reading it)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with open(partial, "wb") as f:
+            np.save(f, table, allow_pickle=False)
+        os.replace(partial, path)
+    except OSError:
+        pass  # a cache that cannot be written: the table is derived again next time
 
 
 # --- words other than Chinese: a fixed table -----------------------------------------------------------------------
@@ -128,14 +175,7 @@ def _word_table() -> tuple[NDArray[np.uint64], NDArray[np.float64]]:
     except (OSError, ValueError, KeyError):
         pass
     table = _derived_table()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        with open(partial, "wb") as f:
-            np.save(f, table, allow_pickle=False)
-        os.replace(partial, path)  # whole or not at all: another process may be reading it
-    except OSError:
-        pass  # a cache that cannot be written: the table is derived again next time
+    _keep(path, table)
     return table["hash"].copy(), table["weight"].copy()
 
 
