@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
@@ -253,7 +254,10 @@ def test_collapse_spaces_matches_splitting_and_joining(lines):
                 max_size=12))
 def test_marked_texts_are_those_holding_a_mark(texts):
     marks = ("@", "#", "//", "www.")
-    assert fastsketch._marked(texts, marks) == {i for i, t in enumerate(texts) if any(m in t for m in marks)}
+    encoded = [t.encode("utf-8") for t in texts]
+    starts = list(accumulate((len(e) + 1 for e in encoded), initial=0))
+    found = fastsketch._marked(b"\n".join(encoded), starts, tuple(m.encode("ascii") for m in marks))
+    assert found == {i for i, t in enumerate(texts) if any(m in t for m in marks)}
 
 
 @hypothesis_settings(max_examples=60, deadline=None)

@@ -14,15 +14,14 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from functools import lru_cache
-from itertools import accumulate
 
 import numpy as np
 
 from dedupdb.jit import njit, types
 from dedupdb.text.hashing import FMIX_C1, FMIX_C2
-from dedupdb.text.weights import DF_BUCKETS, RARE_WEIGHT, word_table
 from dedupdb.text.tokens import (ASCII_NOISE_MARKS, CHAR_MULT, CHAR_VIEW_FULL, CHAR_VIEW_NONE, CHAR_VIEW_STEP, CJK, IS_CJK, NGRAM_MULT,
                                  REPOST_NOISE, TOKEN_SEED)
+from dedupdb.text.weights import DF_BUCKETS, RARE_WEIGHT, word_table
 
 # Character classes, one per code point: as tokens._TOKEN sees them.
 _OTHER, _WORD, _DIGIT, _CJK_CHAR = 0, 1, 2, 3
@@ -31,6 +30,7 @@ _UNICODE = 0x110000
 # Every match of REPOST_NOISE holds one of these, or the word "rt": a text without them is left as it is (the
 # regex is the slowest part of sketching the texts that need it).
 _NOISE_MARKS = ("//", "www.", "@", "#", "转发")
+_ASCII_MARKS = tuple(mark.encode("ascii") for mark in ASCII_NOISE_MARKS)
 
 _SEED = np.uint64(TOKEN_SEED)
 _P1 = np.uint64(0x9E3779B185EBCA87)
@@ -486,18 +486,16 @@ def _has_rt(text: str) -> bool:
     return False
 
 
-def _marked(texts: list[str], marks: tuple[str, ...]) -> set[int]:
-    """The texts holding any of the marks, found by searching all of them joined once (by newlines, which no mark
-    holds) rather than each text for each mark."""
-    joined = "\n".join(texts)
-    starts = list(accumulate((len(text) + 1 for text in texts), initial=0))
+def _marked(data: bytes, starts: list[int], marks: tuple[bytes, ...]) -> set[int]:
+    """The texts holding any of the marks: text i is data[starts[i]:starts[i + 1] - 1], the texts joined by
+    newlines (which no mark holds), searched once for each mark rather than each text for each."""
     marked: set[int] = set()
     for mark in marks:
-        at = joined.find(mark)
+        at = data.find(mark)
         while at >= 0:
             i = bisect_right(starts, at) - 1
             marked.add(i)
-            at = joined.find(mark, starts[i + 1])
+            at = data.find(mark, starts[i + 1])
     return marked
 
 
@@ -506,8 +504,16 @@ def _encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     count = len(texts)
     drop_rt = np.zeros(count, np.uint8)
     cjk_given = np.full(count, -1, np.int64)
+    # Each text encoded alone and the bytes joined: a str joined from texts some of which are not ASCII is wide,
+    # and slower to search and to encode. The newlines between them lie in no span.
+    encoded = [text.encode("utf-8") for text in texts]
+    joined = b"\n".join(encoded)
+    lengths = np.fromiter(map(len, encoded), np.int64, count)
+    spans = np.empty((count, 2), np.int64)
+    spans[:, 1] = np.cumsum(lengths + 1) - 1
+    spans[:, 0] = spans[:, 1] - lengths
+    marked = _marked(joined, [*spans[:, 0].tolist(), len(joined) + 1], _ASCII_MARKS)
     cleaned: list[tuple[int, bytes]] = []
-    marked = _marked(texts, ASCII_NOISE_MARKS)
     for i, text in enumerate(texts):
         # The choice tokens.split_tokens makes: ASCII text without repost marks takes a path dropping "rt" tokens,
         # any other goes through the regex (needed only where one of its marks occurs).
@@ -521,16 +527,11 @@ def _encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
         if clean != text:
             cleaned.append((i, clean.encode("utf-8")))
             cjk_given[i] = 0 if text.isascii() else len(IS_CJK.findall(text))  # noise removed counts too
-    # Encoded all at once: ASCII text is as long in bytes as in characters.
-    lengths = np.fromiter((len(t) if t.isascii() else len(t.encode("utf-8")) for t in texts), np.int64, count)
-    spans = np.empty((count, 2), np.int64)
-    spans[:, 1] = np.cumsum(lengths)
-    spans[:, 0] = spans[:, 1] - lengths
-    end = int(spans[-1, 1]) if count else 0
+    end = len(joined)
     for i, clean in cleaned:  # cleaned copies follow the texts
         spans[i] = end, end + len(clean)
         end += len(clean)
-    data = np.frombuffer("".join(texts).encode("utf-8") + b"".join(clean for _, clean in cleaned), np.uint8)
+    data = np.frombuffer(joined + b"".join(clean for _, clean in cleaned) if cleaned else joined, np.uint8)
     return data, spans, cjk_given, drop_rt
 
 
