@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,8 @@ EDGE_CASES = [
     "😀 emoji 😀😀 text", "\U00020000\U00020001\U0002a6d6 ext", "𝐀𝐁 math", "١٢٣ arabic digits ٤", "x² ½ ⅓ numbers",
     "２０２０年 full width", "a_b _ __ _x", "e\u0301 combining", "ﬁ ligature", "hello 世界 world 你好 mixed", "한국어 텍스트 입니다",
     "ひらがな カタカナ", "Ελληνικά κείμενο", "русский текст 42", "עברית", "ไทย", "x" * 40 + " long token " + "y" * 100,
-    "1234567890" * 5, "word " * 50, "中" * 3, "中文", "短", "一二", "a b", "a b c",
+    "1234567890" * 5, "word " * 50, "word other " * 3000, " ".join(f"w{i % 2600}" for i in range(7000)),
+    "中" * 3, "中文", "短", "一二", "a b", "a b c",
     "\u3000\u3040\u30ff\u3400\u4dbf\u9fff\uf900\ufaff\uac00\ud7af",
     "\U0002ffff\U00030000 edges", "tab\tnew\nline", "\x00 control \x1f chars",
 ]
@@ -79,17 +81,17 @@ def assert_same_parts(texts: list[str], settings: Settings) -> None:
     expected = sketcher._parts(texts)
     got = fastsketch.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.char_ngram, s.containment_ngram,
                                   s.winnow_window, sketcher.minhasher.multipliers, sketcher.minhasher.offsets)
-    shingles, signatures, words, prints, tokens, cjk = expected
+    shingles, signatures, words, prints, tokens, cjk, buckets = expected
     assert got[4] == tokens and got[5] == cjk
     assert got[1].dtype == signatures.dtype and np.array_equal(got[1], signatures)
     for i in range(len(texts)):
         for u, v in ((shingles[i], got[0][i]), (prints[i], got[3][i])):
             assert u.dtype == v.dtype and np.array_equal(u, v), texts[i]
         if tokens[i] and not cjk[i]:
-            for u, v in zip(words[i], got[2][i]):
+            for u, v in zip((*words[i], buckets[i]), (*got[2][i], got[6][i])):
                 assert u.dtype == v.dtype and np.array_equal(u, v), texts[i]
         else:
-            assert got[2][i] is None
+            assert got[2][i] is None and got[6][i] is None and buckets[i] is None
 
 
 def corpus(name: str, n: int) -> list[str]:
@@ -252,4 +254,37 @@ def test_collapse_spaces_matches_splitting_and_joining(lines):
                 max_size=12))
 def test_marked_texts_are_those_holding_a_mark(texts):
     marks = ("@", "#", "//", "www.")
-    assert fastsketch._marked(texts, marks) == {i for i, t in enumerate(texts) if any(m in t for m in marks)}
+    encoded = [t.encode("utf-8") for t in texts]
+    starts = list(accumulate((len(e) + 1 for e in encoded), initial=0))
+    found = fastsketch._marked(b"\n".join(encoded), starts, tuple(m.encode("ascii") for m in marks))
+    assert found == {i for i, t in enumerate(texts) if any(m in t for m in marks)}
+
+
+@hypothesis_settings(max_examples=60, deadline=None)
+@given(bits=st.sampled_from([1, 8, 20, 32, 64]), n=st.sampled_from([1, 2, 3, 255, 256, 2047, 2048, 2049, 5000]),
+       seed=st.integers(0, 1000), crowded=st.booleans())
+def test_sorting_matches_numpy(bits, n, seed, crowded):
+    """The kernel's sort, both ways (few values, by buckets; many, by bytes), on values spread evenly and on
+    values crowded into a few buckets (repeats, and neighbours sharing their top bits)."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 1 << bits, n, dtype=np.uint64) if bits < 64 else rng.integers(0, 1 << 63, n, dtype=np.uint64) * np.uint64(2)
+    if crowded:
+        values = values[rng.integers(0, min(4, n), n)] | (rng.integers(0, 4, n, dtype=np.uint64) if bits > 2 else np.uint64(0))
+    kept = values.copy()
+    got = fastsketch._sorted(values.copy(), n, bits, np.empty(n, np.uint64), np.empty(8 * 256 + 1, np.int64))
+    assert np.array_equal(got[:n], np.sort(kept))
+
+
+def test_word_weights_match_the_table_lookup():
+    """SimHash's word weights found through the compiled directory equal weights.word_weights: every word of the
+    table, its neighbours, random hashes and the extremes."""
+    from dedupdb.text.weights import RARE_WEIGHT, word_table, word_weights
+
+    keys, _ = word_table()
+    rng = np.random.default_rng(3)
+    hashes = np.concatenate([keys, keys + np.uint64(1), keys - np.uint64(1), rng.integers(0, 1 << 63, 50_000, dtype=np.uint64),
+                             np.array([0, 1, (1 << 64) - 1, 1 << 63], np.uint64)])
+    rng.shuffle(hashes)
+    got, expected = fastsketch.word_weights(hashes), word_weights(hashes)
+    assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    assert np.count_nonzero(fastsketch.word_weights(keys) < RARE_WEIGHT) > len(keys) // 2  # found, not all rare

@@ -97,9 +97,22 @@ def test_normalize_lines_of_ascii_matches_normalize_with_and_without_compiled_co
         if compiled is not None:
             sys.modules["dedupdb.sketch.fastsketch"] = compiled
     pytest.importorskip("numba")
-    import dedupdb.sketch.fastsketch  # noqa: F401  (loaded to be taken out below)
+    from dedupdb.sketch import fastsketch
 
-    assert normalize_lines(lines) == expected
+    calls = []
+
+    def counted(data):
+        calls.append(len(data))
+        return fastsketch.collapse_spaces(data)
+
+    taken = type(sys)("compiled")  # the loaded module as normalize finds it, counting its calls
+    taken.collapse_spaces = counted
+    sys.modules["dedupdb.sketch.fastsketch"] = taken
+    try:
+        assert normalize_lines(lines) == expected
+    finally:
+        sys.modules["dedupdb.sketch.fastsketch"] = fastsketch
+    assert len(calls) == (1 if any(line.isascii() for line in lines) else 0)  # the compiled pass collapsed them
 
 
 @settings(max_examples=200, deadline=None)

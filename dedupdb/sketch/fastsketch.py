@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from functools import lru_cache
-from itertools import accumulate
 
 import numpy as np
 
@@ -22,6 +21,7 @@ from dedupdb.jit import njit, types
 from dedupdb.text.hashing import FMIX_C1, FMIX_C2
 from dedupdb.text.tokens import (ASCII_NOISE_MARKS, CHAR_MULT, CHAR_VIEW_FULL, CHAR_VIEW_NONE, CHAR_VIEW_STEP, CJK, IS_CJK, NGRAM_MULT,
                                  REPOST_NOISE, TOKEN_SEED)
+from dedupdb.text.weights import DF_BUCKETS, RARE_WEIGHT, word_table
 
 # Character classes, one per code point: as tokens._TOKEN sees them.
 _OTHER, _WORD, _DIGIT, _CJK_CHAR = 0, 1, 2, 3
@@ -30,6 +30,7 @@ _UNICODE = 0x110000
 # Every match of REPOST_NOISE holds one of these, or the word "rt": a text without them is left as it is (the
 # regex is the slowest part of sketching the texts that need it).
 _NOISE_MARKS = ("//", "www.", "@", "#", "转发")
+_ASCII_MARKS = tuple(mark.encode("ascii") for mark in ASCII_NOISE_MARKS)
 
 _SEED = np.uint64(TOKEN_SEED)
 _P1 = np.uint64(0x9E3779B185EBCA87)
@@ -52,6 +53,8 @@ _NONE = np.uint32(0xFFFFFFFF)  # the MinHash of no shingles
 (_S1, _S7, _S8, _S11, _S12, _S16, _S18, _S23, _S24, _S27, _S29, _S31, _S32, _S33, _S37, _S41, _S46, _S52, _S53,
  _S57, _S63) = (np.uint64(s) for s in (1, 7, 8, 11, 12, 16, 18, 23, 24, 27, 29, 31, 32, 33, 37, 41, 46, 52, 53, 57, 63))
 _EMPTY = np.empty(0, np.uint32)
+_BUCKET_BITS = DF_BUCKETS.bit_length() - 1
+_BUCKET_MASK = np.uint64(DF_BUCKETS - 1)
 
 
 @lru_cache(maxsize=1)
@@ -78,11 +81,12 @@ _u8s, _u32s, _u64s, _i64s = types.uint8[::1], types.uint32[::1], types.uint64[::
 _i64x2 = types.int64[:, ::1]
 
 
-def _jit(signature):
-    return njit(signature, cache=True)
+def _jit(signature, inline="never"):
+    return njit(signature, cache=True, inline=inline)
 
 
-@_jit(_u64(_bytes, _i64, _i64, _u64))
+# Inlined where it is called (numba's own inlining): a call a token cost a seventh of tokenizing.
+@_jit(_u64(_bytes, _i64, _i64, _u64), inline="always")
 def xxh64(data, start, length, seed):
     """xxHash64 of data[start:start + length], as xxhash.xxh64_intdigest gives it."""
     p = start
@@ -232,25 +236,58 @@ def _grams(hashes, m, n, out):
     return width
 
 
-@_jit(_u64s(_u64s, _i64, _i64, _u64s, _i64x2))
-def _sorted(values, n, width, scratch, counts):
-    """values[:n], each held in its low width bytes, sorted: left in values or in scratch, the one returned.
+# Up to this many values are sorted by spreading them over as many buckets by their top bits and putting the
+# few in each bucket in order (an insertion sort of the whole, which then has little to move): hashes are spread
+# evenly, and a text's few hundred take one pass, where a radix sort takes one per byte (eight for a word hash).
+_FEW = 2048
 
-    A least-significant-digit radix sort, a byte at a time, skipping the bytes all values share: on a few
-    hundred values it is several times faster than numba's quicksort, and little code to compile."""
+
+@_jit(_u64s(_u64s, _i64, _i64, _u64s, _i64s))
+def _sorted(values, n, bits, scratch, counts):
+    """values[:n], each less than 2 ** bits, sorted: left in values or in scratch, the one returned (counts: room
+    for 8 x 256 + 1 counts).
+
+    More than _FEW values: a least-significant-digit radix sort, a byte at a time, skipping the bytes all values
+    share: several times faster than numba's quicksort, and little code to compile."""
     if n == 0:
         return values
+    if n <= _FEW:
+        spread = 1
+        while (1 << spread) < n:
+            spread += 1
+        shift = np.uint64(max(bits - spread, 0))
+        last = np.uint64((1 << spread) - 1)  # a mask, so that no value can index outside counts
+        for bucket in range((1 << spread) + 1):
+            counts[bucket] = 0
+        for p in range(n):
+            counts[np.int64((values[p] >> shift) & last) + 1] += 1
+        for bucket in range(1 << spread):
+            counts[bucket + 1] += counts[bucket]
+        for p in range(n):
+            v = values[p]
+            bucket = np.int64((v >> shift) & last)
+            scratch[counts[bucket]] = v
+            counts[bucket] += 1
+        for p in range(1, n):
+            v = scratch[p]
+            q = p
+            while q > 0 and scratch[q - 1] > v:
+                scratch[q] = scratch[q - 1]
+                q -= 1
+            scratch[q] = v
+        return scratch
+    width = (bits + 7) // 8
     for byte in range(width):
         for digit in range(256):
-            counts[byte, digit] = 0
+            counts[256 * byte + digit] = 0
     for p in range(n):
         v = values[p]
         for byte in range(width):
-            counts[byte, (v >> np.uint64(8 * byte)) & _BYTE] += 1
+            counts[256 * byte + np.int64((v >> np.uint64(8 * byte)) & _BYTE)] += 1
     source, target = values, scratch
     for byte in range(width):
         shift = np.uint64(8 * byte)
-        row = counts[byte]
+        row = counts[256 * byte : 256 * byte + 256]
         if row[(source[0] >> shift) & _BYTE] == n:
             continue
         total = 0
@@ -278,11 +315,11 @@ def _room(buffer, used, extra):
     return bigger
 
 
-@_jit(types.Tuple((_u64s, _i64))(_u64s, _i64, _u64s, _i64x2, _u64s, _i64, _b1))
-def _append_distinct(values, n, scratch, counts, out, used, counted):
-    """The distinct values of values[:n], sorted, appended to out at used (grown as needed), each followed by
-    how often it occurs when counted (word hashes, 64 bits; else 32-bit hashes): (out, new used)."""
-    ordered = _sorted(values, n, 8 if counted else 4, scratch, counts)
+@_jit(types.Tuple((_u64s, _i64))(_u64s, _i64, _i64, _u64s, _i64s, _u64s, _i64, _b1))
+def _append_distinct(values, n, bits, scratch, counts, out, used, counted):
+    """The distinct values of values[:n] (each less than 2 ** bits), sorted, appended to out at used (grown as
+    needed), each followed by how often it occurs when counted: (out, new used)."""
+    ordered = _sorted(values, n, bits, scratch, counts)
     out = _room(out, used, 2 * n if counted else n)
     for p in range(n):
         if p == 0 or ordered[p] != ordered[p - 1]:
@@ -316,7 +353,7 @@ def collapse_spaces(data):
     return out[:n]
 
 
-@_jit(types.Tuple((types.uint32[:, ::1], _i64s, _i64s, _u64s, _u64s, _u64s, _i64x2))(
+@_jit(types.Tuple((types.uint32[:, ::1], _i64s, _i64s, _u64s, _u64s, _u64s, _u64s, _i64x2))(
     _bytes, _i64x2, _i64s, _u8s, _u8s, _i64, _i64, _i64, _i64, _i64, _u32s, _u32s))
 def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram, char_ngram, run_ngram, window, a, b):
     """Everything Sketcher computes per text but the content hash and Chinese SimHash, for a batch.
@@ -325,8 +362,9 @@ def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram,
     what it tokenizes is a cleaned copy (else -1: they are its CJK tokens); drop_rt[i]: whether the token "rt"
     is dropped (the ASCII path of tokens.split_tokens).
     Returns the signatures (texts x len(a)), token and CJK counts, and, concatenated, the distinct sorted
-    shingles and winnowed fingerprints and the distinct word hashes each followed by its count, with the bounds
-    of each text's part (one row for each of those three).
+    shingles and winnowed fingerprints, the distinct word hashes each followed by its count and the distinct
+    buckets of those words (weights.word_buckets), with the bounds of each text's part (a row for each of those
+    four).
     """
     texts = spans.shape[0]
     longest = 1
@@ -339,20 +377,23 @@ def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram,
     char_grams = np.empty(2 * longest, np.uint64)
     work = np.empty(3 * longest, np.uint64)  # token n-grams, then character n-grams
     scratch = np.empty(3 * longest, np.uint64)
-    counts = np.empty((8, 256), np.int64)
+    counts = np.empty(8 * 256 + 1, np.int64)
     perms = a.shape[0]
     signatures = np.empty((texts, perms), np.uint32)
+    low = np.empty(perms, np.uint32)  # the signature being made
     tokens = np.empty(texts, np.int64)  # np.empty rather than np.zeros: less to compile; all are written
     cjk = np.empty(texts, np.int64)
     shingles = np.empty(total // 4 + 16, np.uint64)
     prints = np.empty(total // 16 + 16, np.uint64)
     words = np.empty(total // 2 + 16, np.uint64)
-    bounds = np.empty((3, texts + 1), np.int64)
-    for row in range(3):
+    buckets = np.empty(total // 4 + 16, np.uint64)
+    bounds = np.empty((4, texts + 1), np.int64)
+    for row in range(4):
         bounds[row, 0] = 0
     s_used = 0
     p_used = 0
     w_used = 0
+    b_used = 0
     for i in range(texts):
         m, c, n = _tokenize(data, spans[i, 0], spans[i, 1], table, drop_rt[i] != 0, hashes, chars)
         if cjk_given[i] >= 0:
@@ -379,42 +420,54 @@ def sketch_kernel(data, spans, cjk_given, drop_rt, table, word_ngram, cjk_ngram,
                     if char_grams[q] < limit:
                         work[width] = char_grams[q] | _CHAR_VIEW
                         width += 1
-            shingles, s_used = _append_distinct(work, width, scratch, counts, shingles, s_used, False)
-            low = signatures[i]
+            shingles, s_used = _append_distinct(work, width, 32, scratch, counts, shingles, s_used, False)
+            # In a row of its own, with min() rather than a compare and store: the permutations then run in
+            # vector lanes (a fifth of the time of the branching loop over the signature's row).
             for k in range(perms):
                 low[k] = _NONE
             for q in range(start, s_used):
                 x = np.uint32(shingles[q])
                 for k in range(perms):
-                    v = np.uint32(a[k] * x + b[k])
-                    if v < low[k]:
-                        low[k] = v
+                    low[k] = min(low[k], np.uint32(a[k] * x + b[k]))
+            for k in range(perms):
+                signatures[i, k] = low[k]
             # Winnowed fingerprints: the minimum of every window of run hashes inside the text; a text with
             # fewer runs than a window keeps its smallest.
             runs = _grams(hashes, m, run_ngram, work)
             if m - run_ngram + 1 >= window:
-                kept = runs - window + 1
-                for s in range(kept):
+                # Neighbouring windows mostly share their minimum: it is kept once (about 2 / (window + 1) of the
+                # positions remain), so the sort below has a fraction of the values.
+                kept = 0
+                for s in range(runs - window + 1):
                     least = work[s]
                     for j in range(1, window):
                         least = min(least, work[s + j])
-                    work[s] = least  # no later window reads position s
+                    if kept == 0 or least != work[kept - 1]:
+                        work[kept] = least  # kept <= s: no later window reads it
+                        kept += 1
             else:
                 least = work[0]
                 for s in range(1, runs):
                     least = min(least, work[s])
                 work[0] = least
                 kept = 1
-            prints, p_used = _append_distinct(work, kept, scratch, counts, prints, p_used, False)
+            prints, p_used = _append_distinct(work, kept, 32, scratch, counts, prints, p_used, False)
             # Distinct token hashes and their counts: only text that is not mostly CJK uses them.
             if not mostly_cjk:
                 for p in range(m):
                     work[p] = hashes[p]
-                words, w_used = _append_distinct(work, m, scratch, counts, words, w_used, True)
+                first = w_used
+                words, w_used = _append_distinct(work, m, 64, scratch, counts, words, w_used, True)
+                # Their buckets, here rather than sorted again in numpy for the whole batch (weights.word_buckets).
+                distinct = (w_used - first) // 2
+                for p in range(distinct):
+                    work[p] = words[first + 2 * p] & _BUCKET_MASK
+                buckets, b_used = _append_distinct(work, distinct, _BUCKET_BITS, scratch, counts, buckets, b_used, False)
         bounds[0, i + 1] = s_used
         bounds[1, i + 1] = p_used
         bounds[2, i + 1] = w_used
-    return signatures, tokens, cjk, shingles[:s_used], prints[:p_used], words[:w_used], bounds
+        bounds[3, i + 1] = b_used
+    return signatures, tokens, cjk, shingles[:s_used], prints[:p_used], words[:w_used], buckets[:b_used], bounds
 
 
 # --- the batch ----------------------------------------------------------------------------------------
@@ -433,18 +486,16 @@ def _has_rt(text: str) -> bool:
     return False
 
 
-def _marked(texts: list[str], marks: tuple[str, ...]) -> set[int]:
-    """The texts holding any of the marks, found by searching all of them joined once (by newlines, which no mark
-    holds) rather than each text for each mark."""
-    joined = "\n".join(texts)
-    starts = list(accumulate((len(text) + 1 for text in texts), initial=0))
+def _marked(data: bytes, starts: list[int], marks: tuple[bytes, ...]) -> set[int]:
+    """The texts holding any of the marks: text i is data[starts[i]:starts[i + 1] - 1], the texts joined by
+    newlines (which no mark holds), searched once for each mark rather than each text for each."""
     marked: set[int] = set()
     for mark in marks:
-        at = joined.find(mark)
+        at = data.find(mark)
         while at >= 0:
             i = bisect_right(starts, at) - 1
             marked.add(i)
-            at = joined.find(mark, starts[i + 1])
+            at = data.find(mark, starts[i + 1])
     return marked
 
 
@@ -453,8 +504,16 @@ def _encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     count = len(texts)
     drop_rt = np.zeros(count, np.uint8)
     cjk_given = np.full(count, -1, np.int64)
+    # Each text encoded alone and the bytes joined: a str joined from texts some of which are not ASCII is wide,
+    # and slower to search and to encode. The newlines between them lie in no span.
+    encoded = [text.encode("utf-8") for text in texts]
+    joined = b"\n".join(encoded)
+    lengths = np.fromiter(map(len, encoded), np.int64, count)
+    spans = np.empty((count, 2), np.int64)
+    spans[:, 1] = np.cumsum(lengths + 1) - 1
+    spans[:, 0] = spans[:, 1] - lengths
+    marked = _marked(joined, [*spans[:, 0].tolist(), len(joined) + 1], _ASCII_MARKS)
     cleaned: list[tuple[int, bytes]] = []
-    marked = _marked(texts, ASCII_NOISE_MARKS)
     for i, text in enumerate(texts):
         # The choice tokens.split_tokens makes: ASCII text without repost marks takes a path dropping "rt" tokens,
         # any other goes through the regex (needed only where one of its marks occurs).
@@ -468,34 +527,68 @@ def _encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
         if clean != text:
             cleaned.append((i, clean.encode("utf-8")))
             cjk_given[i] = 0 if text.isascii() else len(IS_CJK.findall(text))  # noise removed counts too
-    # Encoded all at once: ASCII text is as long in bytes as in characters.
-    lengths = np.fromiter((len(t) if t.isascii() else len(t.encode("utf-8")) for t in texts), np.int64, count)
-    spans = np.empty((count, 2), np.int64)
-    spans[:, 1] = np.cumsum(lengths)
-    spans[:, 0] = spans[:, 1] - lengths
-    end = int(spans[-1, 1]) if count else 0
+    end = len(joined)
     for i, clean in cleaned:  # cleaned copies follow the texts
         spans[i] = end, end + len(clean)
         end += len(clean)
-    data = np.frombuffer("".join(texts).encode("utf-8") + b"".join(clean for _, clean in cleaned), np.uint8)
+    data = np.frombuffer(joined + b"".join(clean for _, clean in cleaned) if cleaned else joined, np.uint8)
     return data, spans, cjk_given, drop_rt
 
 
 def sketch_parts(texts: list[str], word_ngram: int, cjk_ngram: int, char_ngram: int, run_ngram: int, window: int,
                  a: np.ndarray, b: np.ndarray):
     """For each text: its distinct sorted shingles, MinHash signature (rows of one array), distinct word hashes
-    and counts (None for mostly-CJK or empty text), winnowed fingerprints, token count and whether it is mostly
-    CJK; what Sketcher's numpy path gives (a and b: the MinHasher's)."""
-    signatures, tokens, cjk, shingles, prints, words, bounds = sketch_kernel(
+    and counts (None for mostly-CJK or empty text), winnowed fingerprints, token count, whether it is mostly
+    CJK and the buckets of its words (None where it has no word counts); what Sketcher's numpy path gives (a and
+    b: the MinHasher's)."""
+    signatures, tokens, cjk, shingles, prints, words, buckets, bounds = sketch_kernel(
         *_encode(texts), char_classes(), word_ngram, cjk_ngram, char_ngram, run_ngram, window, a, b)
-    shingles, prints = shingles.astype(np.uint32), prints.astype(np.uint32)
+    shingles, prints, buckets = shingles.astype(np.uint32), prints.astype(np.uint32), buckets.astype(np.uint32)
     values, counts = words[0::2].copy(), words[1::2].view(np.int64).copy()  # contiguous, as numpy's are
     tokens = tokens.tolist()
     mostly_cjk = [t > 0 and 2 * c >= t for t, c in zip(tokens, cjk.tolist())]
-    sb, pb, wb = bounds.tolist()
+    sb, pb, wb, bb = bounds.tolist()
     count = range(len(texts))
     shingle_sets = [shingles[sb[i] : sb[i + 1]] for i in count]
     fingerprints = [prints[pb[i] : pb[i + 1]] if pb[i + 1] > pb[i] else _EMPTY for i in count]
     word_counts = [(values[wb[i] // 2 : wb[i + 1] // 2], counts[wb[i] // 2 : wb[i + 1] // 2]) if wb[i + 1] > wb[i]
                    else None for i in count]
-    return shingle_sets, signatures, word_counts, fingerprints, tokens, mostly_cjk
+    word_buckets = [buckets[bb[i] : bb[i + 1]] if wb[i + 1] > wb[i] else None for i in count]
+    return shingle_sets, signatures, word_counts, fingerprints, tokens, mostly_cjk, word_buckets
+
+
+# --- SimHash's word weights ----------------------------------------------------------------------------------
+
+# The word table's keys are sorted hashes: those sharing their top bits are neighbours, and a directory of where
+# each value of those bits starts finds a word among a key or two, not by a binary search over 200,000 (most of
+# its steps missing the cache: that search was a tenth of sketching a review).
+_DIRECTORY_BITS = 18
+_DIRECTORY_SHIFT = np.uint64(64 - _DIRECTORY_BITS)
+
+
+@lru_cache(maxsize=1)
+def _word_directory() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    keys, weights = word_table()
+    tops = (keys >> _DIRECTORY_SHIFT).astype(np.int64)
+    starts = np.searchsorted(tops, np.arange((1 << _DIRECTORY_BITS) + 1, dtype=np.int64)).astype(np.int64)
+    return np.ascontiguousarray(keys), np.ascontiguousarray(weights, np.float64), starts
+
+
+@_jit(types.float64[::1](_u64s, _u64s, types.float64[::1], _i64s))
+def _looked_up(hashes, keys, weights, starts):
+    out = np.empty(hashes.shape[0], np.float64)
+    for i in range(hashes.shape[0]):
+        h = hashes[i]
+        top = np.int64(h >> _DIRECTORY_SHIFT)
+        weight = RARE_WEIGHT
+        for at in range(starts[top], starts[top + 1]):
+            if keys[at] == h:
+                weight = weights[at]
+                break
+        out[i] = weight
+    return out
+
+
+def word_weights(hashes: np.ndarray) -> np.ndarray:
+    """weights.word_weights, the same numbers, several times faster."""
+    return _looked_up(np.ascontiguousarray(hashes, np.uint64), *_word_directory())

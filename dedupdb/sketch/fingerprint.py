@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -110,16 +111,16 @@ class Sketcher:
             s = self.settings
             parts = fast.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.char_ngram, s.containment_ngram,
                                       s.winnow_window, self.minhasher.multipliers, self.minhasher.offsets)
-        shingle_sets, signatures, word_counts, winnows, token_counts, mostly_cjk = parts
+        shingle_sets, signatures, word_counts, winnows, token_counts, mostly_cjk, buckets = parts
         signatures = _kept(signatures)
         worded = [i for i in range(len(texts)) if token_counts[i] and not mostly_cjk[i]]  # weighted by word_weights
-        buckets = dict(zip(worded, word_buckets([word_counts[i][0] for i in worded])))
-        simhashes = self._word_simhashes([word_counts[i] for i in worded], worded)
+        weights = word_weights if fast is None else fast.word_weights
+        simhashes = self._word_simhashes([word_counts[i] for i in worded], worded, weights)
         out = []
         for i, (text, shingles, signature) in enumerate(zip(texts, shingle_sets, signatures)):
             sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
             tokens = token_counts[i]
-            words = (*word_counts[i], buckets[i]) if i in buckets else None
+            words = (*word_counts[i], buckets[i]) if tokens and not mostly_cjk[i] else None
             simhash = self._chinese_simhash(text, tokens) if mostly_cjk[i] else simhashes.get(i)
             out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens, winnows[i]))
         return out
@@ -137,7 +138,8 @@ class Sketcher:
 
     def _parts(self, texts: list[str]):
         """What sketch() assembles, computed with numpy: shingle sets (distinct, sorted), signatures, word
-        counts, winnowed fingerprints, token counts and whether each text is mostly CJK."""
+        counts, winnowed fingerprints, token counts, whether each text is mostly CJK and the buckets of the words
+        of each text that is not (else None)."""
         batch = self.tokenizer.batch(texts)
         shingle_sets = self.tokenizer.shingle_sets(batch)  # distinct and sorted: the sketch is their head
         signatures = self.minhasher.signatures(shingle_sets)
@@ -145,18 +147,23 @@ class Sketcher:
         winnows = winnowed(batch, self.settings.containment_ngram, self.settings.winnow_window)
         count = range(len(texts))
         tokens, cjk = [batch.count(i) for i in count], [batch.is_cjk(i) for i in count]
-        return shingle_sets, signatures, word_counts, winnows, tokens, cjk
+        worded = [i for i in count if tokens[i] and not cjk[i]]
+        buckets = [None] * len(texts)
+        for i, distinct_buckets in zip(worded, word_buckets([word_counts[i][0] for i in worded])):
+            buckets[i] = distinct_buckets
+        return shingle_sets, signatures, word_counts, winnows, tokens, cjk, buckets
 
-    def _word_simhashes(self, counted: list[tuple[np.ndarray, np.ndarray]], positions: list[int]) -> dict[int, int]:
+    def _word_simhashes(self, counted: list[tuple[np.ndarray, np.ndarray]], positions: list[int],
+                        weights: Callable[[np.ndarray], np.ndarray]) -> dict[int, int]:
         """SimHash of the texts (by position) whose distinct words (hashes, counts) are enough for one, all in one
-        pass; the word table is loaded only when some text has enough."""
+        pass, weights(word hashes) weighing them; the word table is loaded only when some text has enough."""
         weighted = [(p, words, counts) for p, (words, counts) in zip(positions, counted)
                     if len(words) >= self.settings.simhash_min_features]
         if not weighted:
             return {}
         features = np.concatenate([words for _, words, _ in weighted])
         counts = np.concatenate([counts for _, _, counts in weighted])
-        values = simhash_fingerprints(features, counts * word_weights(features), [len(w) for _, w, _ in weighted])
+        values = simhash_fingerprints(features, counts * weights(features), [len(w) for _, w, _ in weighted])
         return {p: value for (p, _, _), value in zip(weighted, values)}
 
     def _chinese_simhash(self, text: str, tokens: int) -> int | None:

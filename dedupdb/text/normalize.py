@@ -67,6 +67,9 @@ _TO_SPACE_LOWER = bytes.maketrans(_ASCII_SPACES + _UPPER, b" " * len(_ASCII_SPAC
 
 
 _SPACES = re.compile(rb"  +")
+# The compiled sketching, which holds the one-pass collapse: taken where a process has loaded it, never imported
+# from here (it lies in a layer above). Named in full: a name made from this package's missed it once it moved.
+_COMPILED = "dedupdb.sketch.fastsketch"
 
 
 def collapsed_ascii(data: bytes) -> list[str]:
@@ -74,7 +77,7 @@ def collapsed_ascii(data: bytes) -> list[str]:
     its runs of spaces made one and none at either end: " ".join(line.split()) of each, without a string per
     word. Where the compiled sketching is loaded (a worker, a large add) it does this in one pass, several times
     faster than these bytes methods."""
-    compiled = sys.modules.get(f"{__package__}.fastsketch")
+    compiled = sys.modules.get(_COMPILED)
     if compiled is not None:
         import numpy as np
 

@@ -68,13 +68,16 @@ _TOKEN = _Lazy(rf"[{CJK}]|[^\W{CJK}]*[^\W\d{CJK}][^\W{CJK}]*|\d")
 # address keep their parts; a mention ends where a name can end, so one glued to
 # Chinese text ("不是很好@裤腿太小.码数") does not swallow the sentence after it.
 _TOKEN_START = r"(?:(?<![^\s/])|(?<=回复)|(?<=转发))"
-REPOST_NOISE = _Lazy(
+REPOST_NOISE_ALTERNATIVES = (
     r"(?:https?://|www\.)\S+"
     rf"|{_TOKEN_START}@[^\s:：,，。!！?？@#/.]{{1,30}}(?=[\s:：,，。!！?？@#/]|$)"
     r"|#[^#\s]{1,40}#"
     rf"|{_TOKEN_START}#\w+"
     r"|\brt\b|转发微博|转发|//"
 )
+# Every match begins with one of these characters: the lookahead passes over any other position at once, where
+# the regex would try each alternative and its lookbehinds (the same matches, several times faster).
+REPOST_NOISE = _Lazy(rf"(?=[hw@#r/转])(?:{REPOST_NOISE_ALTERNATIVES})")
 IS_CJK = _Lazy(rf"[{CJK}]")
 # In ASCII text a token is a run of [0-9A-Za-z_] (what \w means there), and repost noise needs one of these
 # marks, except the word "rt": text without them takes a path that gives the same tokens several times faster.

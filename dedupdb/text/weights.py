@@ -160,6 +160,11 @@ def word_weights(hashes: NDArray[np.uint64]) -> NDArray[np.float64]:
     return np.where(keys[at] == hashes, weights[at], RARE_WEIGHT)
 
 
+def word_table() -> tuple[NDArray[np.uint64], NDArray[np.float64]]:
+    """(sorted token hashes, their weights): the table word_weights looks words up in."""
+    return _word_table()
+
+
 @lru_cache(maxsize=1)
 def _word_table() -> tuple[NDArray[np.uint64], NDArray[np.float64]]:
     """(sorted token hashes, their weights): read from the cache folder, or derived from the lists (a second or two,
