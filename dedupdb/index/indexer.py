@@ -51,8 +51,9 @@ def template_pairs(store: Store, pairs: list[tuple[int, int]], snippets: dict[in
     return out
 
 
-# Texts whose template frames an indexer keeps between batches (a few hundred bytes each).
-_FRAMES_KEPT = 100_000
+# Texts whose template frames an indexer keeps between batches (three tuples of a text's interned tokens: a few
+# hundred bytes to a few KB each).
+_FRAMES_KEPT = 10_000
 
 
 # Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.

@@ -16,6 +16,7 @@ headlines, credits, dates, notices); a longer pair is never a template.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from sys import intern
 
 from dedupdb.text.normalize import normalize
 from dedupdb.text.tokens import text_tokens as tokens_of
@@ -42,6 +43,8 @@ class Frame:
 
 
 def frame_of(tokens: list[str]) -> Frame:
+    # Interned: frames are kept by the thousand, and a Chinese text's tokens are one-character strings.
+    tokens = [intern(token) for token in tokens]
     digits = tuple(["0" if token.isdigit() else token for token in tokens])
     if "0" not in digits:
         return Frame(tuple(tokens), digits, digits)
