@@ -103,33 +103,3 @@ def _edits(x: str, y: str, most: int) -> int:
             return most + 1
         before, row = row, current
     return row[-1]
-
-
-def _edits(x: str, y: str, most: int) -> int:
-    """The optimal string alignment distance of x and y (a swap of neighbours is one edit), or most + 1 once it
-    is sure to exceed most."""
-    if abs(len(x) - len(y)) > most:
-        return most + 1
-    before, row = None, list(range(len(y) + 1))
-    for i in range(1, len(x) + 1):
-        current = [i] + [0] * len(y)
-        for j in range(1, len(y) + 1):
-            cost = x[i - 1] != y[j - 1]
-            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + cost)
-            if before is not None and i > 1 and j > 1 and x[i - 1] == y[j - 2] and x[i - 2] == y[j - 1]:
-                current[j] = min(current[j], before[j - 2] + 1)
-        if min(current) > most:
-            return most + 1
-        before, row = row, current
-    return row[-1]
-
-
-def _masked(tokens: list[str], merged: bool) -> list[str]:
-    """Tokens with every digit 0; with merged, a run of digits one token."""
-    out: list[str] = []
-    for token in tokens:
-        if not token.isdigit():
-            out.append(token)
-        elif not merged or not out or out[-1] != "0":
-            out.append("0")
-    return out
