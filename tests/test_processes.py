@@ -732,3 +732,36 @@ def test_listing_is_longer_than_a_pipe(many_pairs):
     for args in (["pairs"], ["report"], ["export"]):
         result = _run(*args, "--db", str(many_pairs))
         assert result.returncode == 0 and len(result.stdout.encode()) > 2 * 65536, (args, len(result.stdout))
+
+
+def record_compile() -> None:
+    """A stand-in for the compile: writes its pid and priority where the test said (module level, for a process
+    of its own to import)."""
+    target = os.environ["DEDUPDB_TEST_COMPILE_OUT"]
+    with open(target + ".tmp", "w") as out:
+        out.write(f"{os.getpid()} {os.nice(0)}")
+    os.replace(target + ".tmp", target)
+
+
+def test_the_compile_runs_once_at_the_lowest_priority_and_clears_its_mark(tmp_path, monkeypatch):
+    import time
+
+    from dedupdb.ingest.workers import compile_detached
+    from dedupdb.sketch import fingerprint
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    fingerprint._marker.cache_clear()
+    out = tmp_path / "compiled.txt"
+    monkeypatch.setenv("DEDUPDB_TEST_COMPILE_OUT", str(out))
+    try:
+        assert compile_detached(record_compile)
+        assert not compile_detached(record_compile)  # one at a time: the mark says a compile is under way
+        for _ in range(200):
+            if out.exists() and not fingerprint.compiling_mark().exists():
+                break
+            time.sleep(0.05)
+        pid, priority = map(int, out.read_text().split())
+        assert pid != os.getpid() and priority == 19
+        assert not fingerprint.compiling_mark().exists()
+    finally:
+        fingerprint._marker.cache_clear()

@@ -19,8 +19,9 @@ of a broken pool, and a worker handling it would hang that shutdown.
 
 A pool forks its workers as it is made, so that they load the compiled sketching while the first batch is read
 (about a second). Where it is not compiled yet (the first run after an install: compiling takes many seconds), a
-process of its own compiles it in the background while the workers sketch on numpy's path; they take the compiled
-path once it is there (fingerprint.await_compiled): the first add after an install waits for no compiling.
+process of the lowest priority compiles it (compile_detached), outliving the add if it must, while the workers
+sketch on numpy's path; they take the compiled path once it is there (fingerprint.await_compiled): the first add
+after an install waits for no compiling, and shares its cores with none.
 """
 
 from __future__ import annotations
@@ -107,11 +108,40 @@ def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, com
         await_compiled()
 
 
-def _compile(parent_pid: int, warm_up: Callable[[], None]) -> None:
-    """The background compiling process: a worker of no pool, which only warms up (compiles, and keeps in numba's
-    cache: each function as it is compiled, so a run that ends first leaves the next one less to do) and ends."""
-    _worker_init(parent_pid)
-    warm_up()
+# A compile started this long ago whose mark is still there is taken for one that died.
+_COMPILE_STALE_SECONDS = 600
+
+
+def compile_detached(warm_up: Callable[[], None]) -> bool:
+    """Start warm_up (a module-level function that compiles the sketching into numba's cache) in a process of the
+    lowest priority that outlives the add: on two cores a compile beside the writer and the worker took a first
+    add from 11.4 s on numpy's path to 18.7 s (docs/benchmarks.md), so the add sketches on numpy's path with the
+    cores to itself while the compile takes what is left, and finishes on its own once the add has ended. One
+    compile at a time: a mark beside numba's cache names it. Returns whether one was started."""
+    import subprocess
+
+    from dedupdb.sketch.fingerprint import compiling_mark
+
+    mark = compiling_mark()
+    try:
+        if mark.exists() and time.time() - mark.stat().st_mtime < _COMPILE_STALE_SECONDS:
+            return False
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.write_text(str(os.getpid()))
+    except OSError:
+        return False
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["dedupdb"].__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+    code = (f"import os\ntry:\n    from {warm_up.__module__} import {warm_up.__name__}\n    {warm_up.__name__}()\n"
+            f"finally:\n    os.unlink({str(mark)!r}) if os.path.exists({str(mark)!r}) else None\n")
+    nice = (lambda: os.nice(19)) if hasattr(os, "nice") else None
+    try:
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=nice, close_fds=True)
+    except OSError:
+        mark.unlink(missing_ok=True)
+        return False
+    return True
 
 
 def _started(settings: Settings, items: list) -> list:
@@ -158,7 +188,7 @@ class WorkPool:
         # to the main thread, the one that handles them).
         with _signals_blocked():
             if compiling:
-                context.Process(target=_compile, args=(os.getpid(), warm_up), name="dedupdb-compile", daemon=True).start()
+                compile_detached(warm_up)
             self._executor.submit(_started, settings, [])
 
     def submit(

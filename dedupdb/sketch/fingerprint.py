@@ -238,6 +238,12 @@ def _compiled_marker() -> Path:
     return folder / f"dedupdb-compiled-{xxhash.xxh64_hexdigest(stamp.encode())}"
 
 
+def compiling_mark() -> Path:
+    """A file that says a process is compiling the sketching into numba's cache now (workers.compile_detached)."""
+    marker = _marker()
+    return marker.with_name(marker.name + ".compiling")
+
+
 @lru_cache(maxsize=1)
 def _marker() -> Path:
     return _compiled_marker()
