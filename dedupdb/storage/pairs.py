@@ -26,11 +26,7 @@ class PairTables:
     def template_pairs(self, content_ids: list[int]) -> set[tuple[int, int]]:
         """The template pairs among these contents."""
         members = set(content_ids)
-        out = set()
-        for chunk in chunks(content_ids):
-            rows = self._q(f"SELECT a, b FROM pairs WHERE template = 1 AND a IN ({marks(len(chunk))})", chunk)
-            out.update((a, b) for a, b in rows if b in members)
-        return out
+        return {(a, b) for a, b in self.template_pairs_from(content_ids) if b in members}
 
     def template_pairs_from(self, content_ids: list[int]) -> set[tuple[int, int]]:
         """The template pairs whose a is one of these contents."""
