@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import codecs
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -83,6 +84,12 @@ def cli(runner, db_path):
         return runner.invoke(app, [*args, "--db", str(db_path)], input=input)
 
     return run
+
+
+def file_hashes(root: Path) -> dict[str, str]:
+    """The sha256 of every file under root, by its path relative to root: taken before and after an action."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def write(path: Path, text: str, encoding: str = "utf-8", bom: bytes = b"") -> Path:

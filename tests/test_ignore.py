@@ -11,7 +11,7 @@ import pytest
 
 import dedupdb
 
-from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, file_hashes, write
 
 
 @pytest.fixture
@@ -33,10 +33,6 @@ def archive(tmp_path, cli):
     return root
 
 
-def _hashes(root):
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file()}
-
 
 def _report(cli):
     result = cli("report", "--format", "json")
@@ -57,11 +53,11 @@ def test_ignore_a_pair_splits_the_group_everywhere(cli, archive, tmp_path):
     exported = [json.loads(line)["key"] for line in cli("export", "--unique", "--format", "jsonl").stdout.splitlines()]
     assert str(archive / "zh/a.txt") in exported and str(archive / "zh/b.txt") in exported
     # clean acts on neither of them; the files' bytes are as they were
-    before = _hashes(archive)
+    before = file_hashes(archive)
     out = tmp_path / "out"
     result = cli("clean", "--action", "move", "--to", str(out), "--yes")
     assert result.exit_code == 0, result.output
-    after = _hashes(archive)
+    after = file_hashes(archive)
     assert after["zh/a.txt"] == before["zh/a.txt"] and after["zh/b.txt"] == before["zh/b.txt"]
     assert sorted(after) == ["a/report.txt", "weather.txt", "zh/a.txt", "zh/b.txt"]
     moved = {str(p.relative_to(out)).rsplit("archive/", 1)[-1]: hashlib.sha256(p.read_bytes()).hexdigest()
@@ -121,12 +117,12 @@ def test_a_plan_naming_an_ignored_pair_is_refused(cli, archive, tmp_path):
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(cli("clean", "--action", "trash", "--format", "json").stdout)
     assert cli("ignore", str(archive / "zh/a.txt"), str(archive / "zh/b.txt")).exit_code == 0
-    before = _hashes(archive)
+    before = file_hashes(archive)
     result = cli("clean", "--plan", str(plan_file), "--yes", "--format", "json")
     assert result.exit_code == 1
     refused = json.loads(result.stdout)["outcome"]["refused"]
     assert [r["reason"] for r in refused if "zh/" in r["path"]] == [
         "declared not a duplicate of the copy to keep ('dedupdb unignore' takes that back)"
     ]
-    after = _hashes(archive)
+    after = file_hashes(archive)
     assert after["zh/a.txt"] == before["zh/a.txt"] and after["zh/b.txt"] == before["zh/b.txt"]

@@ -20,7 +20,7 @@ from dedupdb.ingest.records import RecordOptions
 from dedupdb.ops import review as review_module
 from dedupdb.ops.review import GroupPages, Review
 
-from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, file_hashes, write
 
 FILES = {
     "2021/report.txt": ENGLISH,
@@ -60,10 +60,6 @@ def archive(tmp_path):
     db.close()
 
 
-def _hashes(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
 
 def _drive(app: ReviewApp, steps, size=(80, 24)):
     """Run the app headless, call steps(pilot) inside it, and return what it returned."""
@@ -101,16 +97,16 @@ def test_keep_another_mark_plan_act_undo_through_the_library(archive, tmp_path):
     plan = review.plan("move", tmp_path / "out")
     assert sorted(s.remove.path for s in plan.steps) == [str(root / "2021/report.txt"), str(root / "backup/report.txt")]
     assert {s.keep.path for s in plan.steps} == {str(root / "drafts/report-v2.txt")}
-    before = _hashes(root)
+    before = file_hashes(root)
     outcome = review.act(plan)
     assert len(outcome.done) == 2 and not outcome.refused
-    after = _hashes(root)
+    after = file_hashes(root)
     assert "2021/report.txt" not in after and after["drafts/report-v2.txt"] == before["drafts/report-v2.txt"]
     moved = sorted(hashlib.sha256(p.read_bytes()).hexdigest() for p in (tmp_path / "out").rglob("*") if p.is_file())
     assert moved == sorted([before["2021/report.txt"], before["backup/report.txt"]])
     assert review.marked_count() == 0
     review.undo()
-    assert _hashes(root) == before
+    assert file_hashes(root) == before
 
 
 def test_a_record_or_a_member_below_the_threshold_cannot_be_marked(archive):
@@ -127,7 +123,7 @@ def test_read_only_reviews_but_cannot_act(archive):
     root, db = archive
     path = db.path
     db.close()
-    before = _hashes(root)
+    before = file_hashes(root)
     with dedupdb.Database.open(path, readonly=True) as ro:
         review = Review(ro)
         group = review.pages.upto(1)[0]
@@ -136,7 +132,7 @@ def test_read_only_reviews_but_cannot_act(archive):
             review.act(review.plan("trash"))
         with pytest.raises(dedupdb.errors.InputError, match="read-only"):
             review.not_duplicates([m.key for m in group.members])
-    assert _hashes(root) == before
+    assert file_hashes(root) == before
 
 
 def test_the_first_screen_reads_few_clusters_of_a_large_store(tmp_path, monkeypatch):
@@ -172,7 +168,7 @@ def test_the_first_screen_reads_few_clusters_of_a_large_store(tmp_path, monkeypa
 
 def test_keep_another_mark_act_and_undo_on_the_screen(archive, tmp_path):
     root, db = archive
-    before = _hashes(root)
+    before = file_hashes(root)
     out = tmp_path / "out"
     app = ReviewApp(Review(db), "move", str(out))
 
@@ -186,12 +182,12 @@ def test_keep_another_mark_act_and_undo_on_the_screen(archive, tmp_path):
                                                                    str(root / "backup/report.txt")}
         await pilot.press("x")
         await pilot.pause()
-        assert _hashes(root) == before             # nothing happens before the confirmation
+        assert file_hashes(root) == before             # nothing happens before the confirmation
         await pilot.press("y")
         await app.workers.wait_for_complete()
         await pilot.pause()
         outcome = app.last_outcome
-        after = _hashes(root)
+        after = file_hashes(root)
         assert sorted(outcome.done) == [str(root / "2021/report.txt"), str(root / "backup/report.txt")]
         assert "2021/report.txt" not in after and after["drafts/report-v2.txt"] == before["drafts/report-v2.txt"]
         moved = sorted(hashlib.sha256(p.read_bytes()).hexdigest() for p in out.rglob("*") if p.is_file())
@@ -199,7 +195,7 @@ def test_keep_another_mark_act_and_undo_on_the_screen(archive, tmp_path):
         assert db.journal()[0][2] == "move"
         await pilot.press("u")                     # undo, from the list of groups
         await pilot.pause()
-        assert _hashes(root) == before
+        assert file_hashes(root) == before
         assert db.journal()[0][4] is not None      # the batch is undone
         return True
 
@@ -208,7 +204,7 @@ def test_keep_another_mark_act_and_undo_on_the_screen(archive, tmp_path):
 
 def test_not_duplicates_on_the_screen_is_remembered(archive):
     root, db = archive
-    before = _hashes(root)
+    before = file_hashes(root)
     app = ReviewApp(Review(db))
 
     async def steps(pilot):
@@ -221,12 +217,12 @@ def test_not_duplicates_on_the_screen_is_remembered(archive):
     assert _drive(app, steps) == [str(root / "2021/report.txt")]
     assert [(p.a, p.b) for p in db.ignored()] == [(str(root / "zh/公园.txt"), str(root / "zh/公园_修订.txt"))]
     assert all("zh/" not in m.key for g in db.clusters() for m in g.members)
-    assert _hashes(root) == before
+    assert file_hashes(root) == before
 
 
 def test_filter_trash_with_a_whole_group_marked_and_journal_undo(archive):
     root, db = archive
-    before = _hashes(root)
+    before = file_hashes(root)
     app = ReviewApp(Review(db))
 
     async def steps(pilot):
@@ -246,14 +242,14 @@ def test_filter_trash_with_a_whole_group_marked_and_journal_undo(archive):
         return True
 
     assert _drive(app, steps)
-    assert _hashes(root) == before
+    assert file_hashes(root) == before
 
 
 def test_read_only_screen_says_so_and_changes_nothing(archive):
     root, db = archive
     path = db.path
     db.close()
-    before = _hashes(root)
+    before = file_hashes(root)
     with dedupdb.Database.open(path, readonly=True) as ro:
         app = ReviewApp(Review(ro))
 
@@ -266,7 +262,7 @@ def test_read_only_screen_says_so_and_changes_nothing(archive):
         screen, messages = _drive(app, steps)
         assert screen == "GroupsScreen" and any("read-only" in m for m in messages)
         assert ro.ignored() == [] and ro.journal() == []
-    assert _hashes(root) == before
+    assert file_hashes(root) == before
 
 
 def test_editor_help_and_ctrl_c(archive, tmp_path, monkeypatch):
@@ -323,7 +319,7 @@ def test_snapshots(fixed_archive, snap_compare, size, press):
 
 def test_move_to_a_folder_typed_in_the_confirmation_and_undo(archive, tmp_path):
     root, db = archive
-    before = _hashes(root)
+    before = file_hashes(root)
     app = ReviewApp(Review(db))  # started without --to
     out = tmp_path / "moved here"
 
@@ -344,10 +340,10 @@ def test_move_to_a_folder_typed_in_the_confirmation_and_undo(archive, tmp_path):
         await app.workers.wait_for_complete()
         await pilot.pause()
         moved = sorted(p.name for p in out.rglob("*") if p.is_file())
-        assert moved and _hashes(root) != before
+        assert moved and file_hashes(root) != before
         await pilot.press("u")                      # undo, from the list of groups
         await pilot.pause()
         return moved
 
     assert _drive(app, steps)
-    assert _hashes(root) == before
+    assert file_hashes(root) == before

@@ -13,7 +13,7 @@ import pytest
 import dedupdb
 from dedupdb.text.templates import is_template, text_tokens
 
-from .conftest import write
+from .conftest import file_hashes, write
 
 
 @pytest.mark.parametrize("a, b", [
@@ -61,10 +61,6 @@ def notes(tmp_path, cli):
     return root
 
 
-def _hashes(root):
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file()}
-
 
 def _names(keys, root):
     return sorted(os.path.relpath(k, root) for k in keys)
@@ -97,23 +93,23 @@ def test_pairs_report_and_export_leave_templates_apart(cli, notes):
 
 
 def test_clean_acts_on_templates_only_when_asked_and_undoes(cli, notes, tmp_path):
-    before = _hashes(notes)
+    before = file_hashes(notes)
     out = tmp_path / "out"
     result = cli("clean", "--action", "move", "--to", str(out), "--yes")
     assert result.exit_code == 0, result.output
-    after = _hashes(notes)
+    after = file_hashes(notes)
     assert sorted(after) == ["copy/line.txt", "credit-13.txt", "credit-14.txt"]
     assert all(after[name] == before[name] for name in after)
 
     assert cli("undo").exit_code == 0
-    assert _hashes(notes) == before
+    assert file_hashes(notes) == before
     result = cli("clean", "--action", "move", "--to", str(out), "--include-templates", "--yes")
     assert result.exit_code == 0, result.output
-    assert sorted(_hashes(notes)) == ["copy/line.txt", "credit-13.txt"]
+    assert sorted(file_hashes(notes)) == ["copy/line.txt", "credit-13.txt"]
     moved = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.rglob("*.txt")}
     assert moved["credit-14.txt"] == before["credit-14.txt"]
     assert cli("undo").exit_code == 0
-    assert _hashes(notes) == before
+    assert file_hashes(notes) == before
 
 
 def test_a_plan_acting_on_a_template_must_say_so(cli, notes, tmp_path):
@@ -123,15 +119,15 @@ def test_a_plan_acting_on_a_template_must_say_so(cli, notes, tmp_path):
     plan["include_templates"] = False  # edited by hand: the template step is no longer asked for
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan))
-    before = _hashes(notes)
+    before = file_hashes(notes)
     result = cli("clean", "--plan", str(plan_file), "--yes", "--format", "json")
     assert result.exit_code == 1
     refused = json.loads(result.stdout)["outcome"]["refused"]
     assert [r["path"].rsplit("/", 1)[-1] for r in refused] == ["credit-14.txt"]
     assert "a template of the copy to keep" in refused[0]["reason"]
-    assert _hashes(notes)["credit-14.txt"] == before["credit-14.txt"]
+    assert file_hashes(notes)["credit-14.txt"] == before["credit-14.txt"]
     assert cli("undo").exit_code == 0
-    assert _hashes(notes) == before
+    assert file_hashes(notes) == before
 
 
 def test_library(notes, db_path):
