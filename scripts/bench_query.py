@@ -8,11 +8,16 @@ character substitutions, deleted spans, appended suffixes) until N is reached.
 Generation is deterministic for a given --seed, so a store built once can be
 reused with --db.
 
-The store is built through the public API: the documents are written as JSONL
-record files of 50,000 records each, and each file is indexed with
-db.add([file], records=RecordOptions(format="jsonl", id_field="id")); the build
-time counts the adds only. Record files are resumable, so an interrupted build
-with --db goes on where it stopped.
+The store is built as a user would build it: the documents are written as JSONL
+record files of 50,000 records each, and each file is added by `dedupdb add FILE
+--records jsonl --id-field id` in a process of its own (start-up included); the
+build time counts the adds only, and the peak PSS of each add's process tree (the
+add and its workers) is sampled. Each add is noted in PATH.pace.jsonl beside the
+store, so an interrupted build with --db goes on where it stopped. Up to a
+quarter of the documents are corpus texts, each the base of a family of about
+four; past four times the corpora (about 900,000 documents) the bases beyond them
+are remixes of corpus texts (three fifths of their words or characters replaced),
+so that families stay the same size at ten million.
 
 Then it times, in the same run:
   * Database.query over --queries texts (half edited versions of stored documents,
@@ -44,6 +49,7 @@ import gzip
 import importlib.util
 import json
 import math
+import os
 import random
 import re
 import resource
@@ -115,7 +121,11 @@ class Corpus:
         pool = texts[holdout:]
         self.n = n
         self.seed = seed
-        self.bases = min(len(pool), math.ceil(n / 4))  # corpus texts stored as they are
+        # A quarter of the documents are distinct texts, each the base of a family of about four. Past four times
+        # the corpora (some 900,000 documents), the bases beyond them are remixes of corpus texts (most of their
+        # words or characters replaced: distinct texts of the same lengths and languages), so that families stay
+        # about four documents at ten million instead of growing to forty.
+        self.bases = math.ceil(n / 4)
         self.pool = pool[: self.bases]
         self.pool_cjk = [is_cjk(t) for t in self.pool]
         en_words, zh_chars = set(), set()
@@ -127,13 +137,31 @@ class Corpus:
         self.vocab_en = sorted(en_words) or ["word"]
         self.vocab_zh = sorted(zh_chars) or ["字"]
 
+    def base_of(self, i: int) -> int:
+        """The base (family) of stored document i."""
+        return i if i < self.bases else random.Random(self.seed * 1_000_000_007 + i).randrange(self.bases)
+
+    def base_text(self, base: int) -> tuple[str, bool]:
+        """A base's text and whether it is Chinese: a corpus text, or past them a remix of one."""
+        source = base % len(self.pool)
+        text, cjk = self.pool[source], self.pool_cjk[source]
+        if base < len(self.pool):
+            return text, cjk
+        rng = random.Random(self.seed * 998_244_353 + base)
+        units = list(text) if cjk else text.split()
+        places = rng.sample(range(len(units)), (len(units) * 3 + 4) // 5)  # three fifths replaced
+        for place, unit in zip(places, rng.choices(self.vocab_zh if cjk else self.vocab_en, k=len(places))):
+            units[place] = unit
+        return ("".join(units) if cjk else " ".join(units)), cjk
+
     def document(self, i: int) -> tuple[str, int]:
         """Text of stored document i and the base text it comes from."""
         if i < self.bases:
-            return self.pool[i], i
+            return self.base_text(i)[0], i
         rng = random.Random(self.seed * 1_000_000_007 + i)
         base = rng.randrange(self.bases)
-        return self.mutate(self.pool[base], rng, self.pool_cjk[base]), base
+        text, cjk = self.base_text(base)
+        return self.mutate(text, rng, cjk), base
 
     def mutate(self, text: str, rng: random.Random, cjk: bool | None = None) -> str:
         """One to three edits: word substitutions, character typos, a deleted span, an appended suffix."""
@@ -200,57 +228,100 @@ SHARD_DOCS = 50_000  # documents per JSONL record file
 def write_shard(path: Path, corpus: Corpus, ids: list[int]) -> None:
     if path.exists():
         return  # same seed, same ids: the same bytes
-    tmp = path.with_suffix(".partial")
+    tmp = path.with_suffix(f".{os.getpid()}.partial")  # a --shards-only process may write the same shard ahead
     with open(tmp, "w", encoding="utf-8") as fh:
         for i in ids:
             fh.write(json.dumps({"id": str(i), "text": corpus.document(i)[0]}, ensure_ascii=False) + "\n")
     tmp.rename(path)
 
 
-def build_store(db, corpus: Corpus, ids: list[int], shard_dir: Path, label: str, order: str,
+def build_store(db_path: Path, corpus: Corpus, ids: list[int], shard_dir: Path, label: str, order: str,
                 pace: list[tuple[int, float]] | None = None) -> float:
-    """Index documents ids through the public API: db.add on JSONL record files of SHARD_DOCS documents,
-    one add per file (a file already indexed is skipped as unchanged, so an interrupted build resumes). Prints
-    how long the first and the last tenth took: whether an add slows as the store grows. Each file this run
-    indexed appends (documents, seconds of its add) to pace when given."""
-    from dedupdb.ingest.records import RecordOptions
-
+    """Index documents ids as a user would: `dedupdb add FILE --records jsonl --id-field id` in a process of its
+    own for each JSONL record file of SHARD_DOCS documents, start-up included, the peak PSS of its process tree
+    (the add and its workers) sampled. Each file's add is appended to a pace file beside the store, so an
+    interrupted build resumes after the files it has. Prints the pace of each tenth: whether an add slows as the
+    store grows. Each file this run indexed appends (documents, seconds of its add) to pace when given."""
     shard_dir.mkdir(parents=True, exist_ok=True)
-    options = RecordOptions(format="jsonl", text_field="text", id_field="id")
     spent = write_seconds = 0.0
     done = 0
     shard_seconds: list[tuple[int, float]] = []
+    peak_pss = 0
+    pace_file = db_path.with_name(db_path.name + ".pace.jsonl")
+    indexed = {}
+    if pace_file.exists():
+        for line in pace_file.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            indexed[entry["shard"]] = entry
     for k, first in enumerate(range(0, len(ids), SHARD_DOCS)):
         chunk = ids[first : first + SHARD_DOCS]
+        done += len(chunk)
+        if k in indexed:
+            shard_seconds.append((len(chunk), indexed[k]["seconds"]))
+            spent += indexed[k]["seconds"]
+            peak_pss = max(peak_pss, indexed[k]["peak_pss_mib"] * 2**20)
+            continue
         shard = shard_dir / f"shard-{k:04d}.jsonl"
         t0 = time.perf_counter()
         write_shard(shard, corpus, chunk)
         t1 = time.perf_counter()
-        summary = db.add([shard], records=options)
-        t2 = time.perf_counter()
+        seconds, pss = add_measured(db_path, shard)
         write_seconds += t1 - t0
-        spent += t2 - t1
-        shard_seconds.append((len(chunk), t2 - t1))
-        if pace is not None and summary.added:
-            pace.append((len(chunk), t2 - t1))
-        done += len(chunk)
-        bad = getattr(summary, "bad_records", [])
-        log(f"[{label}] {done:>9,}/{len(ids):,} docs  add {spent:7.0f} s  this file {len(chunk) / (t2 - t1):,.0f} docs/s"
-            f"{'' if summary.added else ' (already indexed)'}  {len(bad)} bad records  RSS {peak_rss_mb():,.0f} MB")
-        if summary.failed:
-            log(f"[{label}] failed: {summary.failed[:3]}")
+        spent += seconds
+        peak_pss = max(peak_pss, pss)
+        with open(pace_file, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"shard": k, "stored": done, "docs": len(chunk), "seconds": round(seconds, 3),
+                                 "peak_pss_mib": round(pss / 2**20)}) + "\n")
+        shard_seconds.append((len(chunk), seconds))
+        if pace is not None:
+            pace.append((len(chunk), seconds))
+        log(f"[{label}] {done:>10,}/{len(ids):,} docs  add {spent:7.0f} s  this file {len(chunk) / seconds:,.0f} "
+            f"docs/s  peak PSS of the add's processes {pss / 2**20:,.0f} MiB (of the build {peak_pss / 2**20:,.0f})  "
+            f"load {os.getloadavg()[0]:.1f}")
+    db = dedupdb.open(db_path)
     with db.store.transaction():
-        db.store.write_meta({"bench.n": str(len(ids)), "bench.seed": str(corpus.seed),
-                             "bench.order": order})
+        db.store.write_meta({"bench.n": str(len(ids)), "bench.seed": str(corpus.seed), "bench.order": order})
+    db.close()
     log(f"[{label}] generating and writing the JSONL shards took {write_seconds:.0f} s (not counted)")
     tenth = max(1, len(shard_seconds) // 10)
-    if len(shard_seconds) >= 2 * tenth:
-        first, last = shard_seconds[:tenth], shard_seconds[-tenth:]
-        first_rate = sum(n for n, _ in first) / sum(t for _, t in first)
-        last_rate = sum(n for n, _ in last) / sum(t for _, t in last)
-        log(f"[{label}] first {sum(n for n, _ in first):,} documents {first_rate:,.0f} docs/s, last "
-            f"{sum(n for n, _ in last):,} {last_rate:,.0f} docs/s: the last at {last_rate / first_rate:.0%} of the first's speed")
+    first_rate = None
+    for t in range(0, len(shard_seconds), tenth):
+        part = shard_seconds[t : t + tenth]
+        rate = sum(n for n, _ in part) / sum(s for _, s in part)
+        first_rate = first_rate or rate
+        log(f"[{label}] the {sum(n for n, _ in part):,} documents from {t * SHARD_DOCS:,}: {rate:,.0f} docs/s "
+            f"({rate / first_rate:.0%} of the first's pace)")
+    log(f"[{label}] peak PSS of the add's processes (an add and its workers) {peak_pss / 2**20:,.0f} MiB")
     return spent
+
+
+def add_measured(db_path: Path, shard: Path) -> tuple[float, int]:
+    """`dedupdb add` of one record file in a process of its own: (seconds, peak PSS of its process tree), the
+    tree's memory sampled every 0.25 s from /proc."""
+    import threading
+
+    from bench_add import _tree_memory
+
+    command = [*cli_command(), "add", str(shard), "--db", str(db_path), "--records", "jsonl",
+               "--text-field", "text", "--id-field", "id"]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.25):
+            peak[0] = max(peak[0], _tree_memory(process.pid)[1])
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = process.communicate()
+    seconds = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    if process.returncode != 0:
+        sys.exit(f"dedupdb add {shard} failed ({process.returncode}): {err.decode(errors='replace')[-2000:]}")
+    return seconds, peak[0]
 
 
 def open_or_build(path: Path, corpus: Corpus, ids: list[int], shard_dir: Path, label: str,
@@ -265,7 +336,9 @@ def open_or_build(path: Path, corpus: Corpus, ids: list[int], shard_dir: Path, l
         return db, None
     if meta.get("bench.seed", str(corpus.seed)) != str(corpus.seed):
         sys.exit(f"{path} was built with another --seed; give a new --db")
-    return db, build_store(db, corpus, ids, shard_dir, label, order, pace)
+    db.close()
+    spent = build_store(path, corpus, ids, shard_dir, label, order, pace)
+    return dedupdb.open(path), spent
 
 
 def file_bytes(path: Path) -> int:
@@ -532,6 +605,9 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=1,
                         help="query processes per store (with --optimized, alternating between the stores)")
     parser.add_argument("--query-job", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--shards-only", action="store_true",
+                        help="only write the record files of --db's build, ahead of a build run beside it (e.g. "
+                             "under nice 19: generating ten million documents takes some 15 minutes of a core)")
     parser.add_argument("--chart", type=Path, default=None, metavar="PATH.png",
                         help="also write a PNG of the add's pace as the store grows (needs matplotlib; only when "
                              "the store is built in this run)")
@@ -558,6 +634,11 @@ def main() -> None:
     build_ids = list(range(args.n))
     if args.order == "mixed":
         random.Random(args.seed + 13).shuffle(build_ids)
+    if args.shards_only:
+        shard_dir.mkdir(parents=True, exist_ok=True)
+        for k, first in enumerate(range(0, len(build_ids), SHARD_DOCS)):
+            write_shard(shard_dir / f"shard-{k:04d}.jsonl", corpus, build_ids[first : first + SHARD_DOCS])
+        return
     pace: list[tuple[int, float]] = []
     db, build_seconds = open_or_build(db_path, corpus, build_ids, shard_dir, f"dedupdb {args.n:,}", pace)
     if not args.keep_shards:
@@ -605,7 +686,7 @@ def main() -> None:
 
     print(f"\nstore: {db_path}  {counts}")
     if build_seconds is not None:
-        print(f"built in {build_seconds:,.0f} s ({args.n / build_seconds:,.0f} docs/s, db.add on JSONL record files)")
+        print(f"built in {build_seconds:,.0f} s ({args.n / build_seconds:,.0f} docs/s, `dedupdb add` of each JSONL record file)")
     print(f"database {size / 1e9:.2f} GB = {size / args.n:,.0f} bytes/document; peak RSS of this process {peak_rss_mb():,.0f} MB")
     print(f"queries: {len(queries)} ({sum(k == 'edited' for k, _, _ in queries)} edited stored documents, "
           f"{sum(k == 'unrelated' for k, _, _ in queries)} unrelated held-out texts)\n")
