@@ -341,6 +341,79 @@ def open_or_build(path: Path, corpus: Corpus, ids: list[int], shard_dir: Path, l
     return dedupdb.open(path), spent
 
 
+def check_pairs(db, corpus: Corpus, build_ids: list[int], shard_dir: Path, samples: int, controls: int) -> dict:
+    """The stored pairs against brute force on a sample: each of `samples` documents is judged, as an add judges
+    a candidate (sketch/verify.py judge: the Jaccard of the shingles with enough evidence), against every other
+    member of its family and against `controls` documents drawn at random, all of them, with no index; the pairs
+    it finds are looked for among the pairs the store holds, and the stored pairs among those documents that
+    brute force does not confirm are counted false."""
+    import numpy as np
+
+    from dedupdb.sketch.verify import Signature, judge
+
+    n = corpus.n
+    rng = random.Random(corpus.seed + 17)
+    position = np.empty(n, np.int64)
+    position[np.asarray(build_ids)] = np.arange(n)
+    bases = np.fromiter((corpus.base_of(i) for i in range(n)), np.int64, n)
+    order = np.argsort(bases, kind="stable")
+    starts = np.searchsorted(bases[order], bases)
+    sample = rng.sample(range(n), samples)
+    control = rng.sample(range(n), controls)
+    families = {}
+    for i in sample:
+        start = starts[i]
+        end = np.searchsorted(bases[order], bases[i], side="right")
+        families[i] = [int(j) for j in order[start:end] if j != i]
+    wanted = set(sample) | set(control) | {j for f in families.values() for j in f}
+    key_of = {i: f"{shard_dir}/shard-{position[i] // SHARD_DOCS:04d}.jsonl#{i}" for i in wanted}
+    content = {key: cid for _, cid, key in db.store.documents_by_keys(list(key_of.values()))}
+    missing = [i for i in wanted if key_of[i] not in content]
+    stored = db.store.pair_scores(sorted(set(content.values())))
+    settings = db.settings
+    signature = {}
+    for i in wanted:
+        fp = db.fingerprinter.one(normalize(corpus.document(i)[0]))
+        signature[i] = Signature(fp.sketch, fp.simhash)
+    true = found = judged = same = 0
+    false_stored = 0
+    misses = []
+    for i in sample:
+        for j in set(families[i]) | set(control):
+            if j == i or key_of[i] not in content or key_of[j] not in content:
+                continue
+            a, b = sorted((content[key_of[i]], content[key_of[j]]))
+            if a == b:
+                same += 1  # one text: an exact copy, no pair row
+                continue
+            judged += 1
+            verdict = judge(signature[i], signature[j], settings.threshold, settings.simhash_distance,
+                            settings.sketch_size)
+            if verdict.duplicate:
+                true += 1
+                if (a, b) in stored:
+                    found += 1
+                else:
+                    misses.append((i, j, verdict.jaccard))
+            elif (a, b) in stored:
+                false_stored += 1
+    return {"samples": samples, "controls": controls, "judged": judged, "same_text": same, "true": true,
+            "found": found, "misses": misses[:10], "false_stored": false_stored, "missing_documents": len(missing)}
+
+
+def print_check(checked: dict | None, db_path: Path, counts: dict, n: int) -> None:
+    """The result of check_pairs, on one line."""
+    if not checked:
+        return
+    c = checked
+    print(f"{db_path} ({n:,} documents): {counts}")
+    print(f"pairs against brute force ({c['samples']:,} documents, each judged against its family and "
+          f"{c['controls']:,} random documents, {c['judged']:,} pairs judged, {c['seconds']:.0f} s): "
+          f"{c['found']:,} of {c['true']:,} duplicate pairs stored (recall {c['found'] / max(1, c['true']):.4f}); "
+          f"{c['false_stored']} stored pairs brute force does not confirm; {c['same_text']} pairs of one text "
+          f"(exact copies); {c['missing_documents']} documents not found by key")
+
+
 def file_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
@@ -605,6 +678,11 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=1,
                         help="query processes per store (with --optimized, alternating between the stores)")
     parser.add_argument("--query-job", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--check-pairs", type=int, default=0, metavar="N",
+                        help="check the stored pairs against brute force: N documents each judged against its "
+                             "family and --check-controls random documents, with no index")
+    parser.add_argument("--check-controls", type=int, default=2000)
+    parser.add_argument("--check-only", action="store_true", help="with --check-pairs: build or reuse, check, stop")
     parser.add_argument("--shards-only", action="store_true",
                         help="only write the record files of --db's build, ahead of a build run beside it (e.g. "
                              "under nice 19: generating ten million documents takes some 15 minutes of a core)")
@@ -644,7 +722,16 @@ def main() -> None:
     if not args.keep_shards:
         shutil.rmtree(shard_dir, ignore_errors=True)
     counts = db.store.counts()
+    checked = None
+    if args.check_pairs:
+        t0 = time.perf_counter()
+        checked = check_pairs(db, corpus, build_ids, shard_dir, args.check_pairs, args.check_controls)
+        checked["seconds"] = time.perf_counter() - t0
+        log(f"pairs against brute force: {checked}")
     db.close()
+    if args.check_only:
+        print_check(checked, db_path, counts, args.n)
+        return
     size = file_bytes(db_path)
     optimized = None
     if args.optimized:
@@ -688,6 +775,7 @@ def main() -> None:
     if build_seconds is not None:
         print(f"built in {build_seconds:,.0f} s ({args.n / build_seconds:,.0f} docs/s, `dedupdb add` of each JSONL record file)")
     print(f"database {size / 1e9:.2f} GB = {size / args.n:,.0f} bytes/document; peak RSS of this process {peak_rss_mb():,.0f} MB")
+    print_check(checked, db_path, counts, args.n)
     print(f"queries: {len(queries)} ({sum(k == 'edited' for k, _, _ in queries)} edited stored documents, "
           f"{sum(k == 'unrelated' for k, _, _ in queries)} unrelated held-out texts)\n")
     header = f"{'engine':<46} {'index docs':>10} {'queries':>8} {'median ms':>10} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}"
