@@ -267,3 +267,36 @@ def test_cli_query_records_on_an_empty_database(cli, tmp_path):
     assert cli("init").exit_code == 0
     result = cli("query", "--records", str(path))
     assert result.exit_code == 1 and "database is empty" in result.stderr
+
+
+def test_search_agrees_with_judging_every_stored_text(store):
+    # A single query is a batch of one (search_many): its verdicts are held here against judge() of the query
+    # and each stored text in turn, with no index. What it finds, brute force confirms with the same Jaccard and
+    # SimHash distance; what brute force finds at a Jaccard of 0.8 or more, the index's bands find too.
+    from dedupdb.sketch.verify import Signature, judge
+    from dedupdb.text.normalize import normalize
+
+    with dedupdb.open(store) as db:
+        stored = db.store.sketches(db.store.all_content_ids())
+        s = db.settings
+        checked = 0
+        for text in _queries():
+            if not normalize(text):
+                continue
+            fp = db.fingerprinter.one(normalize(text))
+            if fp.shingles == 0:
+                continue
+            found = {m.content_id: m for m in db.indexer.search(fp) if not m.exact}
+            mine = Signature(fp.sketch, fp.simhash)
+            for cid, (sketch, simhash) in stored.items():
+                if sketch is None:
+                    continue
+                verdict = judge(mine, Signature(sketch, None if simhash is None else simhash & (2**64 - 1)),
+                                s.threshold, s.simhash_distance, s.sketch_size)
+                if cid in found:
+                    assert verdict.duplicate, text
+                    assert (found[cid].jaccard, found[cid].hamming) == (verdict.jaccard, verdict.hamming)
+                    checked += 1
+                elif verdict.duplicate and verdict.jaccard >= 0.8:
+                    assert db.store.content_ids_by_hash([fp.content_hash]).get(fp.content_hash) == cid, text
+        assert checked >= 10

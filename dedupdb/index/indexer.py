@@ -236,21 +236,9 @@ class Indexer:
     # --- searching ---------------------------------------------------------------
 
     def search(self, fp: Fingerprint, threshold: float | None = None) -> list[Match]:
-        """Stored contents that are near-duplicates of a fingerprint, best first."""
-        exact = self.store.content_ids_by_hash([fp.content_hash]).get(fp.content_hash)
-        _, keys = self.rows_of({0: fp})
-        candidates = set(self.store.match_index(keys)[1].tolist())
-        candidates.discard(exact)
-        mine = Signature(fp.sketch, fp.simhash)
-        s = self.settings
-        limit = s.threshold if threshold is None else threshold
-        matches = [Match(exact, 1.0, 0 if fp.simhash is not None else None, True)] if exact else []
-        for cid, (sketch, simhash) in self.store.sketches(candidates).items():
-            verdict = judge(mine, Signature(sketch, _unsigned(simhash)), limit, s.simhash_distance, s.sketch_size)
-            if verdict.duplicate:
-                matches.append(Match(cid, verdict.jaccard, verdict.hamming, False))
-        matches.sort(key=lambda m: (-m.jaccard, m.hamming if m.hamming is not None else 65, m.content_id))
-        return matches
+        """Stored contents that are near-duplicates of a fingerprint, best first: search_many() of one, whose
+        candidates are verified together (compiled, once this process has earned it) rather than one by one."""
+        return self.search_many([fp], threshold)[0]
 
     def search_many(self, fps: list[Fingerprint], threshold: float | None = None) -> list[list[Match]]:
         """search() of many fingerprints at once, with the same answers: one lookup of the index for all their keys,
