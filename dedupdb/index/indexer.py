@@ -6,6 +6,7 @@ whole or not at all.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from dedupdb.index.lsh import Candidates, candidate_keys
 from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch, kept_signatures
 from dedupdb.sketch.simhash import block_key_matrix
 from dedupdb.sketch.verify import PairJudge, Signature, SketchTable, judge
+from dedupdb.storage import decoding
 from dedupdb.storage.entries import INDEX_KEY_BITS
 from dedupdb.storage.rows import ContentRow
 from dedupdb.storage.store import Store
@@ -94,6 +96,14 @@ class Indexer:
         self.judge = PairJudge(settings.threshold, settings.sketch_size)
         self._frames: dict[int, Frame] = {}  # template frames of short texts, by content id (template_pairs)
         self._query_judges: dict[float, PairJudge] = {}  # by threshold: each learns when to turn to compiled code
+
+    def load_compiled(self) -> None:
+        """Load the compiled verifying and block decoding from numba's cache now (about a second), where numba is
+        loaded already: a large add calls it in a thread while its workers warm up, so that its first batch does
+        not wait for it."""
+        if "numba" in sys.modules:
+            PairJudge.load_compiled()
+            decoding.decoder()
 
     # --- index keys ---------------------------------------------------------------
 

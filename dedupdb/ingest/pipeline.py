@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -324,6 +325,7 @@ class Ingest:
         self._known: dict[str, FileRow] = {}  # what the store knew of these files before this run
         self._workers = default_workers() if workers is None else workers
         self._pool: WorkPool | None = None
+        self._warming: threading.Thread | None = None
         self._batches = 0
         self._in_flight: tuple[PendingWork, Callable] | None = None
         self._progress: Progress | None = None
@@ -339,7 +341,7 @@ class Ingest:
         (WorkPool.submit)."""
         self._batches += 1
         if self._pool is None and self._workers > 0 and self._batches >= 2:
-            self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled)
+            self._start_pool()
         pending = self._pool.submit(work, items, **parts) if self._pool else None
         self._drain()
         if pending is None:
@@ -353,10 +355,20 @@ class Ingest:
             self._in_flight = None
             apply(pending.result())
 
+    def _start_pool(self) -> None:
+        self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled)
+        # While the workers load the compiled sketching and sketch the first batch (two seconds or more on two
+        # cores, this process idle), it loads its own compiled code, which that batch's writing would wait for.
+        self._warming = threading.Thread(target=self.indexer.load_compiled, name="dedupdb-warm-up", daemon=True)
+        self._warming.start()
+
     def _close_pool(self) -> None:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        if self._warming is not None:
+            self._warming.join()  # never left loading while the interpreter shuts down
+            self._warming = None
 
     def run(
         self,
@@ -398,7 +410,7 @@ class Ingest:
             # with numba, which each worker loads for the compiled sketching: loaded here first, its pages are
             # shared with them, and this process verifies and decodes compiled from its first batch.
             _load_numba()
-            self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled)
+            self._start_pool()
         with self.store.grouped_commits(COMMIT_SECONDS):
             try:
                 if any(str(p) == STDIN for p in paths):

@@ -163,6 +163,11 @@ class PairJudge:
         return [(a, b, round(value, 4), distance) for a, b, value, distance in
                 zip(pairs[kept, 0].tolist(), pairs[kept, 1].tolist(), jaccard[kept].tolist(), distances)]
 
+    @classmethod
+    def load_compiled(cls) -> None:
+        """Load the compiled code now rather than at the first batch that takes it."""
+        cls._fast()
+
     @staticmethod
     @lru_cache(maxsize=1)
     def _fast():
