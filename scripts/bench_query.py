@@ -641,6 +641,51 @@ def write_pace_chart(path: Path, pace: list[tuple[int, float]], caption: str) ->
     fig.savefig(path, format="png")
 
 
+def pace_tenths(pace_file: Path) -> tuple[int, list[float]]:
+    """(documents, the documents/s of each tenth of them) from a build's pace file (build_store)."""
+    entries = [json.loads(line) for line in pace_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    entries.sort(key=lambda e: e["shard"])
+    total = sum(e["docs"] for e in entries)
+    rates, docs, seconds, edge = [], 0, 0.0, total / 10
+    for entry in entries:
+        docs += entry["docs"]
+        seconds += entry["seconds"]
+        if docs >= edge * (len(rates) + 1) - 1e-9:
+            rates.append(docs / seconds)
+            docs, seconds = 0, 0.0
+    return total, rates
+
+
+def write_tenths_chart(path: Path, pace_files: list[Path], caption: str) -> None:
+    """A PNG of the pace of each tenth of one or more builds (their pace files), the tenths side by side: whether an
+    add slows as the store grows, at a million and at ten million."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+    fig = Figure(figsize=(8, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    width = 0.8 / len(pace_files)
+    top = 1.0
+    for number, pace_file in enumerate(pace_files):
+        total, rates = pace_tenths(pace_file)
+        at = [t + 1 - 0.4 + width * (number + 0.5) for t in range(len(rates))]
+        ax.bar(at, rates, width, label=f"{total:,} documents: last tenth at {rates[-1] / rates[0]:.0%} of the first's pace")
+        top = max(top, *rates)
+    ax.set_xticks(range(1, 11), [f"{t}" for t in range(1, 11)])
+    ax.set_xlabel("tenth of the build (in the order added)")
+    ax.set_ylabel("documents added per second")
+    ax.set_ylim(0, top * 1.2)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_title("dedupdb add: the pace of each tenth of a build")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="upper right")
+    fig.text(0.01, 0.01, caption, fontsize=8, color="dimgray", family="monospace", va="bottom")
+    fig.tight_layout(rect=(0, 0.025 * (caption.count("\n") + 2), 1, 1))
+    fig.savefig(path, format="png")
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
@@ -689,7 +734,22 @@ def main() -> None:
     parser.add_argument("--chart", type=Path, default=None, metavar="PATH.png",
                         help="also write a PNG of the add's pace as the store grows (needs matplotlib; only when "
                              "the store is built in this run)")
+    parser.add_argument("--tenths-chart", type=Path, nargs="+", default=None, metavar=("PATH.png", "STORE.db"),
+                        help="only draw the pace of each tenth of the builds of these stores (their .pace.jsonl "
+                             "files) into PATH.png, side by side, and stop")
     args = parser.parse_args()
+    if args.tenths_chart:
+        if len(args.tenths_chart) < 2:
+            parser.error("--tenths-chart takes PATH.png and at least one store")
+        out, *stores = args.tenths_chart
+        files = [store.with_name(store.name + ".pace.jsonl") for store in stores]
+        for file in files:
+            if not file.exists():
+                parser.error(f"no pace file {file}: build the store with this script first")
+        write_tenths_chart(out, files, "python scripts/bench_query.py --n N --db STORE.db (record files of "
+                                       f"{SHARD_DOCS:,} documents, order generated), dedupdb {dedupdb.__version__} at {version()}")
+        log(f"wrote {out}")
+        return
     if args.query_job:
         run_query_job(args.query_job)
         return
