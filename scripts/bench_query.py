@@ -120,6 +120,7 @@ class Corpus:
         self.unrelated = texts[:holdout]          # never stored, never a variant's source
         pool = texts[holdout:]
         self.n = n
+        self.stored = n  # documents 0 .. stored - 1 are in the store (--stop-at)
         self.seed = seed
         # A quarter of the documents are distinct texts, each the base of a family of about four. Past four times
         # the corpora (some 900,000 documents), the bases beyond them are remixes of corpus texts (most of their
@@ -199,7 +200,7 @@ class Corpus:
         out = []
         for _ in range(count - count // 2):
             while True:
-                j = rng.randrange(self.n)
+                j = rng.randrange(self.stored)
                 text, _ = self.document(j)
                 q = self.mutate(text, rng)
                 if normalize(q):
@@ -351,10 +352,10 @@ def check_pairs(db, corpus: Corpus, build_ids: list[int], shard_dir: Path, sampl
 
     from dedupdb.sketch.verify import Signature, judge
 
-    n = corpus.n
+    n = corpus.stored  # generated order: documents 0 .. n - 1 are stored
     rng = random.Random(corpus.seed + 17)
-    position = np.empty(n, np.int64)
-    position[np.asarray(build_ids)] = np.arange(n)
+    position = np.empty(corpus.n, np.int64)
+    position[np.asarray(build_ids)] = np.arange(len(build_ids))
     bases = np.fromiter((corpus.base_of(i) for i in range(n)), np.int64, n)
     order = np.argsort(bases, kind="stable")
     starts = np.searchsorted(bases[order], bases)
@@ -728,6 +729,9 @@ def main() -> None:
                              "family and --check-controls random documents, with no index")
     parser.add_argument("--check-controls", type=int, default=2000)
     parser.add_argument("--check-only", action="store_true", help="with --check-pairs: build or reuse, check, stop")
+    parser.add_argument("--stop-at", type=int, default=None, metavar="N",
+                        help="build (or use) only the first N documents of the --n corpus, and measure that store: a "
+                             "build cut short keeps the documents of the full corpus it was begun for")
     parser.add_argument("--shards-only", action="store_true",
                         help="only write the record files of --db's build, ahead of a build run beside it (e.g. "
                              "under nice 19: generating ten million documents takes some 15 minutes of a core)")
@@ -772,13 +776,20 @@ def main() -> None:
     build_ids = list(range(args.n))
     if args.order == "mixed":
         random.Random(args.seed + 13).shuffle(build_ids)
+    if args.stop_at:
+        if args.order != "generated" or not 0 < args.stop_at < args.n:
+            parser.error("--stop-at takes a number of documents below --n, in the generated order")
+        build_ids = build_ids[: args.stop_at]
+        corpus.stored = args.stop_at
+        queries = corpus.queries(args.queries)  # of the documents stored
+    stored = len(build_ids)
     if args.shards_only:
         shard_dir.mkdir(parents=True, exist_ok=True)
         for k, first in enumerate(range(0, len(build_ids), SHARD_DOCS)):
             write_shard(shard_dir / f"shard-{k:04d}.jsonl", corpus, build_ids[first : first + SHARD_DOCS])
         return
     pace: list[tuple[int, float]] = []
-    db, build_seconds = open_or_build(db_path, corpus, build_ids, shard_dir, f"dedupdb {args.n:,}", pace)
+    db, build_seconds = open_or_build(db_path, corpus, build_ids, shard_dir, f"dedupdb {stored:,}", pace)
     if not args.keep_shards:
         shutil.rmtree(shard_dir, ignore_errors=True)
     counts = db.store.counts()
@@ -790,7 +801,7 @@ def main() -> None:
         log(f"pairs against brute force: {checked}")
     db.close()
     if args.check_only:
-        print_check(checked, db_path, counts, args.n)
+        print_check(checked, db_path, counts, stored)
         return
     size = file_bytes(db_path)
     optimized = None
@@ -833,9 +844,9 @@ def main() -> None:
 
     print(f"\nstore: {db_path}  {counts}")
     if build_seconds is not None:
-        print(f"built in {build_seconds:,.0f} s ({args.n / build_seconds:,.0f} docs/s, `dedupdb add` of each JSONL record file)")
-    print(f"database {size / 1e9:.2f} GB = {size / args.n:,.0f} bytes/document; peak RSS of this process {peak_rss_mb():,.0f} MB")
-    print_check(checked, db_path, counts, args.n)
+        print(f"built in {build_seconds:,.0f} s ({stored / build_seconds:,.0f} docs/s, `dedupdb add` of each JSONL record file)")
+    print(f"database {size / 1e9:.2f} GB = {size / stored:,.0f} bytes/document; peak RSS of this process {peak_rss_mb():,.0f} MB")
+    print_check(checked, db_path, counts, stored)
     print(f"queries: {len(queries)} ({sum(k == 'edited' for k, _, _ in queries)} edited stored documents, "
           f"{sum(k == 'unrelated' for k, _, _ in queries)} unrelated held-out texts)\n")
     header = f"{'engine':<46} {'index docs':>10} {'queries':>8} {'median ms':>10} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}"
@@ -853,29 +864,29 @@ def main() -> None:
         for store_label, results in passes.items():
             for number, result in enumerate(results):
                 tag = (f"{store_label} " if len(passes) > 1 else "") + (f"#{number + 1}" if len(results) > 1 else "")
-                rows(f"dedupdb query {label} {tag}".rstrip(), args.n, result[name])
+                rows(f"dedupdb query {label} {tag}".rstrip(), stored, result[name])
         if small:
             rows(f"dedupdb query {label}", len(ds_ids), small[name])
     if ds:
         rows("datasketch MinHashLSH", len(ds_ids), ds)
     if cli_walls:
-        print(f"{'dedupdb CLI query (new process)':<46} {args.n:>10,} {len(cli_walls):>8} {cli_median * 1e3:>10.0f}"
+        print(f"{'dedupdb CLI query (new process)':<46} {stored:>10,} {len(cli_walls):>8} {cli_median * 1e3:>10.0f}"
               f"   runs: {', '.join(f'{w * 1e3:.0f}' for w in cli_walls)} ms; `dedupdb --help` {help_median * 1e3:.0f} ms")
 
     edited = sum(1 for k, _, _ in queries if k == "edited")
     print(f"\nnear-dups: Database.query(text, containment=None); default: Database.query(text) (containment "
           f"{QUERY_CONTAINMENT}); a pass of each over the queries, in one warm process that does nothing else")
     for store_label, results in passes.items():
-        print(f"dedupdb {args.n:,} {store_label}: the query process's peak RSS "
+        print(f"dedupdb {stored:,} {store_label}: the query process's peak RSS "
               + ", ".join(f"{r['process_peak_mb']:,.0f}" for r in results) + " MB")
     if optimized:
         print(f"optimized copy: `dedupdb optimize` took {optimize_seconds:.1f} s; answers (keys and scores of every "
               f"hit, both kinds) {'identical' if same_answers else 'DIFFERENT'} to the store as built's")
     print(f"(below: the last pass{' on the optimized store' if optimized else ''})")
-    print(f"dedupdb {args.n:,}: median ms per step: " + ", ".join(f"{k} {v:.2f}" for k, v in dq["parts"].items()))
+    print(f"dedupdb {stored:,}: median ms per step: " + ", ".join(f"{k} {v:.2f}" for k, v in dq["parts"].items()))
     for name in QUERY_KINDS:
         r = dq[name]
-        print(f"dedupdb {args.n:,} {name}: source found for {r['found']}/{edited} edited queries; {r['false_hits']} "
+        print(f"dedupdb {stored:,} {name}: source found for {r['found']}/{edited} edited queries; {r['false_hits']} "
               f"unrelated queries had a hit; {r['hits'] / max(1, len(queries)):.1f} hits/query; {r['errors']} errors")
     if small:
         print(f"dedupdb {len(ds_ids):,}: source found for {small['default']['found']}/{edited}; built in "
@@ -886,7 +897,7 @@ def main() -> None:
               f"unverified candidates/query (whitespace words: Chinese text becomes few long 'words')")
     print("latency includes normalizing and fingerprinting the query text; dedupdb verifies candidates, datasketch does not")
     if args.chart:
-        if build_seconds is None or sum(n for n, _ in pace) != args.n:
+        if build_seconds is None or sum(n for n, _ in pace) != stored:
             log(f"no chart: {db_path} was not built from empty in this run")
         else:
             command = " ".join(["python scripts/bench_query.py", *sys.argv[1:]])
