@@ -647,11 +647,12 @@ def pace_tenths(pace_file: Path) -> tuple[int, list[float]]:
     entries = [json.loads(line) for line in pace_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     entries.sort(key=lambda e: e["shard"])
     total = sum(e["docs"] for e in entries)
-    rates, docs, seconds, edge = [], 0, 0.0, total / 10
+    rates, seen, docs, seconds = [], 0, 0, 0.0
     for entry in entries:
+        seen += entry["docs"]
         docs += entry["docs"]
         seconds += entry["seconds"]
-        if docs >= edge * (len(rates) + 1) - 1e-9:
+        if seen >= total * (len(rates) + 1) / 10 - 1e-9:  # a file's add falls in the tenth where it ends
             rates.append(docs / seconds)
             docs, seconds = 0, 0.0
     return total, rates
