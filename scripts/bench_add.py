@@ -229,9 +229,9 @@ def process_memory(pid: int) -> tuple[int, int] | None:
 
 
 def run_measured(command: list[str], label: str, each: dict[int, list[int]] | None = None,
-                 ticks: dict[int, int] | None = None) -> dict:
+                 ticks: dict[int, int] | None = None, interval: float = 0.05) -> dict:
     """Run a command in its own process: wall time and the peak RSS and PSS of its process tree, sampled every
-    50 ms (each process's own peaks into each, its CPU ticks into ticks, when given)."""
+    interval seconds (each process's own peaks into each, its CPU ticks into ticks, when given)."""
     import subprocess
     import threading
 
@@ -241,7 +241,7 @@ def run_measured(command: list[str], label: str, each: dict[int, list[int]] | No
     done = threading.Event()
 
     def sample() -> None:
-        while not done.wait(0.05):
+        while not done.wait(interval):
             rss, pss = _tree_memory(process.pid, each, ticks)
             peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
 

@@ -298,31 +298,14 @@ def build_store(db_path: Path, corpus: Corpus, ids: list[int], shard_dir: Path, 
 
 def add_measured(db_path: Path, shard: Path) -> tuple[float, int]:
     """`dedupdb add` of one record file in a process of its own: (seconds, peak PSS of its process tree), the
-    tree's memory sampled every 0.25 s from /proc."""
-    import threading
-
-    from bench_add import _tree_memory
+    tree's memory sampled every 0.25 s from /proc (a scan of /proc costs milliseconds: often, it would slow the
+    add it measures)."""
+    from bench_add import run_measured
 
     command = [*cli_command(), "add", str(shard), "--db", str(db_path), "--records", "jsonl",
                "--text-field", "text", "--id-field", "id"]
-    started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = [0]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.25):
-            peak[0] = max(peak[0], _tree_memory(process.pid)[1])
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, err = process.communicate()
-    seconds = time.perf_counter() - started
-    done.set()
-    sampler.join()
-    if process.returncode != 0:
-        sys.exit(f"dedupdb add {shard} failed ({process.returncode}): {err.decode(errors='replace')[-2000:]}")
-    return seconds, peak[0]
+    measured = run_measured(command, f"dedupdb add {shard}", interval=0.25)
+    return measured["seconds"], measured["peak_pss"]
 
 
 def open_or_build(path: Path, corpus: Corpus, ids: list[int], shard_dir: Path, label: str,
