@@ -49,6 +49,24 @@ def test_add_pace_chart(tmp_path):
     assert width > 300 and height > 200
 
 
+def test_pace_of_each_tenth_and_its_chart(tmp_path):
+    bench_query = _script("bench_query")
+    pace = tmp_path / "store.db.pace.jsonl"
+    # 20 files of 100 documents, written out of order (a resumed build); each tenth is two files.
+    entries = [{"shard": k, "stored": 100 * (k + 1), "docs": 100, "seconds": 1.0 + (k // 2), "peak_pss_mib": 1}
+               for k in range(20)]
+    pace.write_text("".join(bench_query.json.dumps(e) + "\n" for e in reversed(entries)), encoding="utf-8")
+    total, rates = bench_query.pace_tenths(pace)
+    assert total == 2000
+    assert rates == pytest.approx([200 / (2 * (1.0 + t)) for t in range(10)])
+    other = tmp_path / "other.db.pace.jsonl"
+    other.write_text("".join(bench_query.json.dumps({**e, "seconds": 0.5}) + "\n" for e in entries), encoding="utf-8")
+    path = tmp_path / "tenths.png"
+    bench_query.write_tenths_chart(path, [pace, other], "python scripts/bench_query.py --tenths-chart ...")
+    width, height = _png_size(path)
+    assert width > 300 and height > 200
+
+
 def test_preset_curves_chart(tmp_path, capsys):
     chart_presets = _script("chart_presets")
     path = tmp_path / "curves.png"
