@@ -734,8 +734,8 @@ def main() -> None:
         for file in files:
             if not file.exists():
                 parser.error(f"no pace file {file}: build the store with this script first")
-        write_tenths_chart(out, files, "python scripts/bench_query.py --n N --db STORE.db (record files of "
-                                       f"{SHARD_DOCS:,} documents, order generated), dedupdb {dedupdb.__version__} at {version()}")
+        write_tenths_chart(out, files, f"python scripts/bench_query.py --tenths-chart {' '.join(map(str, args.tenths_chart))}\n"
+                                       f"record files of {SHARD_DOCS:,} documents; dedupdb {dedupdb.__version__} at {version()}")
         log(f"wrote {out}")
         return
     if args.query_job:
