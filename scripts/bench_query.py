@@ -748,7 +748,8 @@ def main() -> None:
     print(f"dedupdb {dedupdb.__version__} at commit {measured}, python {sys.version.split()[0]}", flush=True)
     t0 = time.perf_counter()
     corpus = Corpus(args.n, args.seed, holdout=args.queries // 2 + 50)
-    log(f"corpora loaded in {time.perf_counter() - t0:.1f} s: {corpus.bases:,} corpus texts stored as they are, "
+    log(f"corpora loaded in {time.perf_counter() - t0:.1f} s: {corpus.bases:,} distinct texts "
+        f"({min(corpus.bases, len(corpus.pool)):,} corpus texts, the rest remixes of them), "
         f"{args.n - corpus.bases:,} edited variants")
     queries = corpus.queries(args.queries)
     warmup = [("unrelated", t, None) for t in corpus.unrelated[args.queries // 2 :]]

@@ -60,7 +60,6 @@ def archive(tmp_path):
     db.close()
 
 
-
 def _drive(app: ReviewApp, steps, size=(80, 24)):
     """Run the app headless, call steps(pilot) inside it, and return what it returned."""
 

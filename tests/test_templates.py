@@ -61,7 +61,6 @@ def notes(tmp_path, cli):
     return root
 
 
-
 def _names(keys, root):
     return sorted(os.path.relpath(k, root) for k in keys)
 

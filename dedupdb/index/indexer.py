@@ -18,7 +18,7 @@ from dedupdb.index.containment import ContainmentIndex
 from dedupdb.index.lsh import Candidates, candidate_keys
 from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch, kept_signatures
 from dedupdb.sketch.simhash import block_key_matrix
-from dedupdb.sketch.verify import PairJudge, Signature, SketchTable, judge
+from dedupdb.sketch.verify import PairJudge, Signature, SketchTable
 from dedupdb.storage import decoding
 from dedupdb.storage.entries import INDEX_KEY_BITS
 from dedupdb.storage.rows import ContentRow
