@@ -17,7 +17,6 @@ import pytest
 import dedupdb
 from dedupdb.cli.review_app import ReviewApp
 from dedupdb.ingest.records import RecordOptions
-from dedupdb.ops import review as review_module
 from dedupdb.ops.review import GroupPages, Review
 
 from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, file_hashes, write
@@ -289,8 +288,8 @@ def test_editor_help_and_ctrl_c(archive, tmp_path, monkeypatch):
     assert app.return_code in (0, None) and not app.is_running
 
 
-def test_review_refuses_without_a_terminal(cli, archive):
-    root, db = archive
+@pytest.mark.usefixtures("archive")  # a store with groups: the refusal comes before it is read
+def test_review_refuses_without_a_terminal(cli):
     result = cli("review")
     assert result.exit_code == 1 and "review needs a terminal" in result.stderr
 
