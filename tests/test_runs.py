@@ -166,6 +166,43 @@ def test_filters_are_kept_while_only_this_connection_writes(store, small_runs):
     assert all(any(f is k for k in kept) for f in filters)
 
 
+def test_a_merge_lets_go_of_the_merged_runs_filters_and_rows_before_it_writes(store, small_runs, monkeypatch):
+    """What bounds an add's memory at a large merge: the runs merged are read from their blocks, so their filters
+    and copies in memory are dropped before the new run's filter fills, not held beside it."""
+    monkeypatch.setattr(runs_module, "MEMORY_RUN_ENTRIES", 100)
+    merging, seen = [], []
+    real_merge, real_reader = runs_module.Runs._merge, runs_module._RunReader.__init__
+
+    def spying_merge(self, runs, merged, whole=None):
+        merging.append(merged)
+        try:
+            return real_merge(self, runs, merged, whole)
+        finally:
+            merging.pop()
+
+    def spying_reader(self, owner, run):
+        if merging:
+            seen.append((run.filter, run.data))
+        real_reader(self, owner, run)
+
+    monkeypatch.setattr(runs_module.Runs, "_merge", spying_merge)
+    monkeypatch.setattr(runs_module._RunReader, "__init__", spying_reader)
+    rng = np.random.default_rng(31)
+    runs, model = store._index, set()
+    for _ in range(runs_module.FANOUT):
+        batch = rng.integers(0, 1 << 45, 30)
+        with store.transaction():
+            runs.insert(batch)
+        model.update(batch.tolist())
+        lows = np.array(sorted(model), np.int64)
+        with store.transaction():  # as an add probes: every run gets its filter and a copy of its rows
+            assert np.array_equal(runs.lookup(lows, lows, filtered=True), lows)
+    assert len(seen) == runs_module.FANOUT and all(f is None and d is None for f, d in seen)
+    everything = np.array(sorted(model), np.int64)
+    assert runs.run_count() == 1 and np.array_equal(runs.lookup(everything, everything, filtered=True), everything)
+    assert runs.faults() == []
+
+
 def test_small_runs_probed_in_memory_answer_as_blocks_do(store, small_runs, monkeypatch):
     monkeypatch.setattr(runs_module, "MEMORY_RUN_ENTRIES", 100)
     rng = np.random.default_rng(5)

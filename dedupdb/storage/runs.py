@@ -314,6 +314,11 @@ class Runs:
         """One run of all rows of `merged`, written in order while they are read in order: a k-way merge in
         bounded memory (a few blocks of each run at a time); its blocks of `whole` entries' bytes when given."""
         total = sum(r.entries for r in merged)
+        # The merged runs are read from their blocks and dropped after: their filters and copies in memory are
+        # let go first, so that the largest merge does not hold the old filters beside the new (64 MB at ten
+        # million documents). Should the merge fail, they are read again when next needed (None means "not made").
+        for run in merged:
+            run.filter, run.data = None, None
         out = self._new_run(level_of(total), total)
         readers = [_RunReader(self, r) for r in merged]
         pending = np.empty(0, np.int64)
