@@ -7,6 +7,7 @@ import json
 import sqlite3
 
 import numpy as np
+import pytest
 
 import dedupdb
 from dedupdb.ingest.records import RecordOptions
@@ -147,14 +148,15 @@ def test_a_typo_pair_matches(db_path, tmp_path):
     assert _paired(db_path, tmp_path, a, a.replace("approved", "aproved"))
 
 
-def test_candidate_pairs_are_every_pair_sharing_a_key():
+@pytest.mark.parametrize("key_range", [60, 5000])  # many new rows a key; mostly one (the common case)
+def test_candidate_pairs_are_every_pair_sharing_a_key(key_range):
     from dedupdb.index.indexer import _shared_keys
 
     rng = np.random.default_rng(3)
     ids = rng.integers(100, 140, size=300)
-    keys = rng.integers(0, 60, size=300).astype(np.uint64)
-    stored_keys = np.sort(rng.integers(0, 80, size=200)).astype(np.uint64)
-    stored_ids = rng.integers(1, 120, size=200)
+    keys = rng.integers(0, key_range, size=300).astype(np.uint64)
+    stored_keys = np.sort(np.concatenate((rng.integers(0, key_range * 4 // 3, size=200), keys[:150]))).astype(np.uint64)
+    stored_ids = rng.integers(1, 120, size=350)
     expected = set()
     for i, k in zip(ids.tolist(), keys.tolist()):
         expected |= {(min(i, j), max(i, j)) for j, sk in zip(stored_ids.tolist(), stored_keys.tolist()) if sk == k and j != i}

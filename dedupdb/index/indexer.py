@@ -23,7 +23,7 @@ from dedupdb.storage import decoding
 from dedupdb.storage.entries import INDEX_KEY_BITS
 from dedupdb.storage.rows import ContentRow
 from dedupdb.storage.store import Store
-from dedupdb.text.hashing import distinct, ranges, slot_hash, to_unsigned64
+from dedupdb.text.hashing import distinct, distinct_of_sorted, ranges, slot_hash, to_unsigned64
 from dedupdb.text.templates import Frame, frame_of, frames_are_templates, text_tokens
 
 
@@ -316,20 +316,45 @@ def _shared_keys(
     keys: np.ndarray, ids: np.ndarray, stored_keys: np.ndarray, stored_ids: np.ndarray
 ) -> np.ndarray:
     """Candidate pairs, (n, 2) content ids (a < b) in order: new rows (keys, ids; in key order) sharing a key with
-    a stored row or with each other."""
+    a stored row or with each other. A batch onto ten million documents meets millions of stored rows, so every
+    array over them costs tens of MB: a stored row that meets one new row (most do) is paired without expanding
+    ranges, and each part's pairs are made distinct in place before the parts are joined (a near-duplicate pair
+    shares many keys)."""
     lows = np.searchsorted(keys, stored_keys, "left")
     meeting = np.searchsorted(keys, stored_keys, "right") - lows
+    one, many = meeting == 1, meeting > 1
+    parts = [_pair_codes(ids[lows[one]], stored_ids[one])]
+    if many.any():
+        parts.append(_pair_codes(ids[ranges(lows[many], meeting[many])], np.repeat(stored_ids[many], meeting[many])))
+    del lows, meeting, one, many
     # Every two new rows of one key: each row with the rows after it in its run of equal keys.
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.empty(0, np.int64)
     ends = np.append(starts[1:], len(keys)) if len(keys) else starts
     positions = np.arange(len(keys))
     after = np.repeat(ends, ends - starts) - positions - 1
-    a = np.concatenate((ids[ranges(lows, meeting)], ids[np.repeat(positions, after)])).astype(np.int64)
-    b = np.concatenate((np.repeat(stored_ids, meeting), ids[ranges(positions + 1, after)])).astype(np.int64)
-    apart = a != b
-    low, high = np.minimum(a, b)[apart], np.maximum(a, b)[apart]
-    codes = distinct((low << 32) | high)  # content ids fit in 30 bits (store.py)
-    return np.column_stack((codes >> 32, codes & 0xFFFFFFFF))
+    parts.append(_pair_codes(ids[np.repeat(positions, after)], ids[ranges(positions + 1, after)]))
+    codes = parts[0] if len(parts) == 1 else distinct(np.concatenate(parts))
+    pairs = np.empty((len(codes), 2), np.int64)
+    np.right_shift(codes, 32, out=pairs[:, 0])
+    np.bitwise_and(codes, 0xFFFFFFFF, out=pairs[:, 1])
+    return pairs
+
+
+def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The distinct (low << 32) | high of the pairs (a[i], b[i]) with a[i] != b[i], sorted (content ids fit in 30
+    bits, store.py). a and b must be arrays of the caller's own: they are overwritten."""
+    a, b = a.astype(np.int64, copy=False), b.astype(np.int64, copy=False)
+    low = np.minimum(a, b)
+    high = np.maximum(a, b, out=a)
+    del b
+    keep = low != high
+    low <<= 32
+    low |= high
+    del a, high
+    codes = low if keep.all() else low[keep]
+    del low, keep
+    codes.sort()
+    return distinct_of_sorted(codes)
 
 
 def _negative_counts(documents: list[tuple[int, int]]) -> dict[int, int]:
