@@ -333,7 +333,7 @@ def _shared_keys(
     positions = np.arange(len(keys))
     after = np.repeat(ends, ends - starts) - positions - 1
     parts.append(_pair_codes(ids[np.repeat(positions, after)], ids[ranges(positions + 1, after)]))
-    codes = parts[0] if len(parts) == 1 else distinct(np.concatenate(parts))
+    codes = distinct(np.concatenate(parts))
     pairs = np.empty((len(codes), 2), np.int64)
     np.right_shift(codes, 32, out=pairs[:, 0])
     np.bitwise_and(codes, 0xFFFFFFFF, out=pairs[:, 1])
