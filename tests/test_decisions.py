@@ -4,6 +4,7 @@ stores of an older algorithm are rebuilt from their sources."""
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 
 import numpy as np
@@ -148,23 +149,49 @@ def test_a_typo_pair_matches(db_path, tmp_path):
     assert _paired(db_path, tmp_path, a, a.replace("approved", "aproved"))
 
 
-@pytest.mark.parametrize("key_range", [60, 5000])  # many new rows a key; mostly one (the common case)
-def test_candidate_pairs_are_every_pair_sharing_a_key(key_range):
+@pytest.mark.parametrize("key_range, limit", [(60, 10_000), (5000, 10_000), (60, 3), (5000, 1)])
+def test_candidate_pairs_are_every_pair_sharing_a_key_with_one_of_its_first_holders(key_range, limit):
+    """Many new rows a key, or mostly one (the common case); every holder of a key compared, or only its first."""
     from dedupdb.index.indexer import _shared_keys
 
     rng = np.random.default_rng(3)
-    ids = rng.integers(100, 140, size=300)
+    ids = rng.integers(130, 170, size=300)
     keys = rng.integers(0, key_range, size=300).astype(np.uint64)
-    stored_keys = np.sort(np.concatenate((rng.integers(0, key_range * 4 // 3, size=200), keys[:150]))).astype(np.uint64)
-    stored_ids = rng.integers(1, 120, size=350)
+    stored = np.unique(np.column_stack((np.concatenate((rng.integers(0, key_range * 4 // 3, size=200), keys[:150])),
+                                        rng.integers(1, 130, size=350))), axis=0)  # in key order, then id
+    stored_keys, stored_ids = stored[:, 0].astype(np.uint64), stored[:, 1]
+    new = np.unique(np.column_stack((keys.astype(np.int64), ids)), axis=0)  # as Store.index_and_match gives them
+    holders: dict[int, list[int]] = {}  # a key's holders in the order a store meets them: stored, then new
+    for k, i in [*zip(stored_keys.tolist(), stored_ids.tolist()), *map(tuple, new.tolist())]:
+        holders.setdefault(k, []).append(i)
     expected = set()
-    for i, k in zip(ids.tolist(), keys.tolist()):
-        expected |= {(min(i, j), max(i, j)) for j, sk in zip(stored_ids.tolist(), stored_keys.tolist()) if sk == k and j != i}
-        expected |= {(min(i, j), max(i, j)) for j, k2 in zip(ids.tolist(), keys.tolist()) if k2 == k and j != i}
-    order = np.argsort(keys, kind="stable")  # the new rows come in key order (Store.index_and_match)
-    found = _shared_keys(keys[order], ids[order], stored_keys, stored_ids)
+    for k, i in new.tolist():
+        expected |= {(min(i, j), max(i, j)) for j in holders[k][:limit] if j != i}
+    found = _shared_keys(new[:, 0].astype(np.uint64), new[:, 1], stored_keys, stored_ids, limit)
     assert [tuple(p) for p in found.tolist()] == sorted(expected)
     assert _shared_keys(keys[:0], ids[:0], stored_keys[:0], stored_ids[:0]).shape == (0, 2)
+
+
+def test_a_key_held_by_many_texts_is_compared_with_its_first_holders_only(tmp_path, monkeypatch):
+    """Near-copies of one text, more than a key's compared holders: every later copy meets the first ones and joins
+    their group, and a query meets the same ones."""
+    from dedupdb.index import indexer
+
+    monkeypatch.setattr(indexer, "KEY_HOLDERS_COMPARED", 4)
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(400)]
+    base = [rng.choice(words) for _ in range(60)]
+    copies = [" ".join(base) + f" #tag{i}" for i in range(12)]  # the same shingles (tags are left out), not one text
+    records = tmp_path / "copies.jsonl"
+    records.write_text("".join(json.dumps({"id": f"c{i}", "text": t}) + "\n" for i, t in enumerate(copies)))
+    with dedupdb.open(tmp_path / "s.db") as db:
+        db.add([records], records=RecordOptions("jsonl", "text", "id"))
+        groups = db.clusters(min_size=2)
+        assert [len(g.members) for g in groups] == [12]
+        pairs = len(list(db.pairs(by="content")))
+        assert 4 * 11 - 6 <= pairs < 12 * 11 // 2  # each copy with the first four, not every two
+        near = [h for h in db.query(copies[-1], containment=None, top=20) if not h.exact]
+        assert 4 <= len(near) < 11, len(near)
 
 
 # --- short texts (issue 28): one typo or a tag must not hide a duplicate, and templates must not pass for one ---

@@ -221,13 +221,20 @@ def test_clusters_name_one_kept_document_per_star(job_out):
 
 # --- stages against the engine ---------------------------------------------------------------------------------------
 
-def test_candidate_pairs_are_every_two_contents_under_a_key():
+@pytest.mark.parametrize("limit", [10_000, 3])
+def test_candidate_pairs_are_every_two_contents_under_a_key_one_among_its_first(limit):
+    """Every two contents under a key, or (limit) those with one among the key's first texts by their first
+    document's ordinal, as a store that read the documents in that order numbers them."""
     rng = np.random.default_rng(1)
     keys = rng.integers(0, 40, 400)
-    ids = rng.integers(0, 150, 400) * 1_000_003 + (1 << 61)
-    found = stages.candidate_pairs(pa.table({"key": keys, "content": ids}))
-    expected = {(min(x, y), max(x, y)) for i, (k, x) in enumerate(zip(keys, ids)) for k2, y in zip(keys[i + 1 :], ids[i + 1 :])
-                if k == k2 and x != y}
+    numbers = rng.integers(0, 150, 400)
+    ids = numbers * 1_000_003 + (1 << 61)
+    firsts = rng.permutation(150)[numbers]  # one ordinal a content, in no relation to its number
+    found = stages.candidate_pairs(pa.table({"key": keys, "content": ids, "first": firsts}), limit)
+    holders: dict[int, list[int]] = {}
+    for k, f, x in sorted({(int(k), int(f), int(x)) for k, f, x in zip(keys, firsts, ids)}):
+        holders.setdefault(k, []).append(x)
+    expected = {(min(x, y), max(x, y)) for texts in holders.values() for j, y in enumerate(texts) for x in texts[:min(j, limit)]}
     assert set(zip(found.column("a").to_pylist(), found.column("b").to_pylist())) == expected
     assert found.num_rows == len(expected)
 
@@ -256,6 +263,8 @@ def test_one_sketch_per_text_and_a_shared_number_stops_the_job():
     table = pa.table({"content": [5, 3, 5, 3], "hash": [b"x", b"y", b"x", b"y"], "n": [0, 1, 2, 3]})
     kept = stages.first_per_content(table)
     assert kept.column("n").to_pylist() == [1, 0]
+    kept = stages.first_per_content(table.append_column("ordinal", pa.array([9, 4, 2, 7])))  # the first document's
+    assert kept.column("n").to_pylist() == [1, 2]
     with pytest.raises(RuntimeError, match="share the content number"):
         stages.first_per_content(pa.table({"content": [5, 5], "hash": [b"x", b"z"]}))
 

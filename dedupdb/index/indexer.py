@@ -15,7 +15,7 @@ import numpy as np
 from dedupdb.config import SNIPPET_CHARS, Settings
 from dedupdb.index.clusters import components, dense_components
 from dedupdb.index.containment import ContainmentIndex
-from dedupdb.index.lsh import Candidates, candidate_keys
+from dedupdb.index.lsh import KEY_HOLDERS_COMPARED, Candidates, candidate_keys
 from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch, kept_signatures
 from dedupdb.sketch.simhash import block_key_matrix
 from dedupdb.sketch.verify import PairJudge, Signature, SketchTable
@@ -264,7 +264,8 @@ class Indexer:
             order = np.argsort(stored_keys, kind="stable")
             stored_keys, stored_ids = stored_keys[order], stored_ids[order].astype(np.int64)
             lows = np.searchsorted(stored_keys, keys, "left")
-            counts = np.searchsorted(stored_keys, keys, "right") - lows
+            # Each key's first holders only (KEY_HOLDERS_COMPARED), as an add compares a new text with.
+            counts = np.minimum(np.searchsorted(stored_keys, keys, "right") - lows, KEY_HOLDERS_COMPARED)
             codes = distinct((np.repeat(ids, counts) << 32) | stored_ids[ranges(lows, counts)])
             queries, candidates = codes >> 32, codes & 0xFFFFFFFF
             not_exact = candidates != np.array([e or -1 for e in exact], np.int64)[queries]
@@ -313,13 +314,19 @@ def _unsigned(value: int | None) -> int | None:
 
 
 def _shared_keys(
-    keys: np.ndarray, ids: np.ndarray, stored_keys: np.ndarray, stored_ids: np.ndarray
+    keys: np.ndarray, ids: np.ndarray, stored_keys: np.ndarray, stored_ids: np.ndarray,
+    limit: int | None = None,
 ) -> np.ndarray:
-    """Candidate pairs, (n, 2) content ids (a < b) in order: new rows (keys, ids; in key order) sharing a key with
-    a stored row or with each other. A batch onto ten million documents meets millions of stored rows, so every
+    """Candidate pairs, (n, 2) content ids (a < b) in order: new rows (keys, ids) sharing a key with a stored row
+    (stored_keys, stored_ids) or with each other, one of the two among the key's first `limit` holders (the stored
+    ones, then the new; KEY_HOLDERS_COMPARED). Both come in key order and each key's ids in ascending order, as
+    Store.index_and_match gives them. A batch onto ten million documents meets millions of stored rows, so every
     array over them costs tens of MB: a stored row that meets one new row (most do) is paired without expanding
     ranges, and each part's pairs are made distinct in place before the parts are joined (a near-duplicate pair
     shares many keys)."""
+    limit = KEY_HOLDERS_COMPARED if limit is None else limit
+    held = np.searchsorted(stored_keys, keys, "right") - np.searchsorted(stored_keys, keys, "left")
+    stored_keys, stored_ids = first_of_each_key(stored_keys, stored_ids, limit)
     lows = np.searchsorted(keys, stored_keys, "left")
     meeting = np.searchsorted(keys, stored_keys, "right") - lows
     one, many = meeting == 1, meeting > 1
@@ -327,17 +334,28 @@ def _shared_keys(
     if many.any():
         parts.append(_pair_codes(ids[ranges(lows[many], meeting[many])], np.repeat(stored_ids[many], meeting[many])))
     del lows, meeting, one, many
-    # Every two new rows of one key: each row with the rows after it in its run of equal keys.
+    # Two new rows of one key: each row with the rows before it in its run of equal keys, as far as the key's first
+    # `limit` holders go.
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.empty(0, np.int64)
     ends = np.append(starts[1:], len(keys)) if len(keys) else starts
-    positions = np.arange(len(keys))
-    after = np.repeat(ends, ends - starts) - positions - 1
-    parts.append(_pair_codes(ids[np.repeat(positions, after)], ids[ranges(positions + 1, after)]))
+    first = np.repeat(starts, ends - starts)
+    before = np.minimum(np.arange(len(keys)) - first, np.maximum(limit - held, 0))
+    parts.append(_pair_codes(ids[np.repeat(np.arange(len(keys)), before)], ids[ranges(first, before)]))
     codes = distinct(np.concatenate(parts))
     pairs = np.empty((len(codes), 2), np.int64)
     np.right_shift(codes, 32, out=pairs[:, 0])
     np.bitwise_and(codes, 0xFFFFFFFF, out=pairs[:, 1])
     return pairs
+
+
+def first_of_each_key(keys: np.ndarray, ids: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows (keys in order) among the first `limit` of their key."""
+    if len(keys) <= limit:
+        return keys, ids
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    rank = np.arange(len(keys)) - np.repeat(starts, np.diff(np.append(starts, len(keys))))
+    keep = rank < limit
+    return (keys, ids) if keep.all() else (keys[keep], ids[keep])
 
 
 def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -89,7 +89,7 @@ class Job:
         documents = _where(sketched, _is_good).select_columns(
             [*stages.DOCUMENT_SCHEMA.names, "chars", "simhashed"]).materialize()
         texts = self._stage("texts", lambda: self._grouped(
-            _where(sketched, _carries_sketch).select_columns(list(stages.SKETCH_SCHEMA.names)),
+            _where(sketched, _carries_sketch).select_columns([*stages.SKETCH_SCHEMA.names, "ordinal"]),
             "content", stages.first_per_content, documents.count()))
         sketched = None
         df, worded = self._idf(texts)

@@ -16,7 +16,7 @@ from dedupdb.config import Settings
 from dedupdb.errors import DedupError
 from dedupdb.index.grouping import keep_order, neighbours, stars
 from dedupdb.index.indexer import index_rows
-from dedupdb.index.lsh import Candidates
+from dedupdb.index.lsh import KEY_HOLDERS_COMPARED, Candidates
 from dedupdb.ingest.pipeline import sketch_records
 from dedupdb.scaleout.inputs import Shard, ShardRecord, shard_records
 from dedupdb.scaleout.layout import content_number, ordinal
@@ -135,10 +135,14 @@ def _sketch_columns(s: Sketch | None) -> dict:
 
 
 def first_per_content(table: pa.Table) -> pa.Table:
-    """One sketch per text, of a partition holding every sketch of its texts. Two texts whose content numbers
-    agree (62 bits of their hashes) cannot be told apart downstream: that stops the job rather than merge them."""
+    """One sketch per text, of a partition holding every sketch of its texts: its first document's (the smallest
+    ordinal), where the table has ordinals. Two texts whose content numbers agree (62 bits of their hashes) cannot
+    be told apart downstream: that stops the job rather than merge them."""
     contents = table.column("content").to_numpy()
-    order = np.argsort(contents, kind="stable")
+    if "ordinal" in table.column_names:
+        order = np.lexsort((table.column("ordinal").to_numpy(), contents))
+    else:
+        order = np.argsort(contents, kind="stable")
     ordered = contents[order]
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1]))) if len(ordered) else order
     hashes = table.column("hash").to_pylist()
@@ -179,6 +183,7 @@ def sum_bucket_counts(table: pa.Table) -> pa.Table:
 SIGNATURE_SCHEMA = pa.schema([
     ("content", pa.int64()), ("hash", pa.binary()), ("chars", pa.int64()), ("shingles", pa.int64()),
     ("minhash", pa.binary()), ("sketch", pa.binary()), ("simhash", pa.int64()), ("fingerprints", pa.binary()),
+    ("first", pa.int64()),  # the ordinal of the text's first document: which texts under a key are compared
 ])
 
 
@@ -191,7 +196,7 @@ def signatures(table: pa.Table, settings: Settings) -> pa.Table:
         "content": table.column("content"), "hash": table.column("hash"), "chars": table.column("chars"),
         "shingles": table.column("shingles"), "minhash": table.column("minhash"), "sketch": table.column("sketch"),
         "simhash": pa.array([fp.simhash_signed for fp in fingerprints], pa.int64()),
-        "fingerprints": table.column("fingerprints"),
+        "fingerprints": table.column("fingerprints"), "first": table.column("ordinal"),
     }, schema=SIGNATURE_SCHEMA)
 
 
@@ -215,23 +220,33 @@ def fingerprint_of(row: dict) -> Fingerprint:
 
 
 def band_rows(table: pa.Table, settings: Settings, scheme: Candidates) -> pa.Table:
-    """(key, content) of every index row of a table of signatures: one per LSH band and SimHash block pair."""
-    fingerprints = {row["content"]: fingerprint_of(row) for row in table.to_pylist()}
+    """(key, content, first) of every index row of a table of signatures: one per LSH band and SimHash block
+    pair, with the ordinal of the text's first document."""
+    rows = table.to_pylist()
+    fingerprints = {row["content"]: fingerprint_of(row) for row in rows}
     ids, keys = index_rows(settings, scheme, fingerprints)
-    return pa.table({"key": keys.view(np.int64), "content": ids})
+    contents = np.array([row["content"] for row in rows], np.int64)
+    order = np.argsort(contents)
+    firsts = np.array([row["first"] for row in rows], np.int64)[order][np.searchsorted(contents[order], ids)]
+    return pa.table({"key": keys.view(np.int64), "content": ids, "first": firsts})
 
 
-def candidate_pairs(table: pa.Table) -> pa.Table:
+def candidate_pairs(table: pa.Table, limit: int = KEY_HOLDERS_COMPARED) -> pa.Table:
     """(a, b), a < b, distinct: the contents of a partition of index rows (every row of its keys) that share a
-    key, each with each other content under that key, as a store meets them."""
-    keys, ids = table.column("key").to_numpy(), table.column("content").to_numpy()
-    order = np.lexsort((ids, keys))
+    key, one of the two among the key's first `limit` texts, as a store meets them: a store numbers texts in the
+    order it reads them, so a key's texts rank by their first document's ordinal (first)."""
+    keys, ids, firsts = (table.column(name).to_numpy() for name in ("key", "content", "first"))
+    order = np.lexsort((ids, firsts, keys))
     keys, ids = keys[order], ids[order]
+    if len(keys):
+        again = np.r_[False, (keys[1:] == keys[:-1]) & (ids[1:] == ids[:-1])]  # a content holds a key once
+        keys, ids = keys[~again], ids[~again]
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.empty(0, np.int64)
     ends = np.append(starts[1:], len(keys)) if len(keys) else starts
     positions = np.arange(len(keys))
-    after = np.repeat(ends, ends - starts) - positions - 1  # rows after each row under its key
-    a, b = ids[np.repeat(positions, after)], ids[ranges(positions + 1, after)]
+    first = np.repeat(starts, ends - starts)
+    before = np.minimum(positions - first, limit)  # each row with the rows before it under its key, compared
+    a, b = ids[np.repeat(positions, before)], ids[ranges(first, before)]
     return distinct_pairs_of(a, b)
 
 
