@@ -192,6 +192,11 @@ def test_a_key_held_by_many_texts_is_compared_with_its_first_holders_only(tmp_pa
         assert 4 * 11 - 6 <= pairs < 12 * 11 // 2  # each copy with the first four, not every two
         near = [h for h in db.query(copies[-1], containment=None, top=20) if not h.exact]
         assert 4 <= len(near) < 11, len(near)
+        # A stored text among the first is answered with its stored pairs too: every copy added after it.
+        near = [h for h in db.query(copies[0], containment=None, top=20) if not h.exact]
+        assert len(near) == 11
+        many = list(db.query_many([copies[0], copies[0]], containment=None, top=20))
+        assert [len([h for h in r.hits if not h.exact]) for r in many] == [11, 11]
 
 
 # --- short texts (issue 28): one typo or a tag must not hide a duplicate, and templates must not pass for one ---

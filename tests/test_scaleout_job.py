@@ -170,6 +170,11 @@ def test_an_imported_job_answers_as_the_store_that_added_the_input(job_out, loca
         assert [[m.key for m in c.members] for c in imported.clusters(keep="first")] == \
             [[m.key for m in c.members] for c in local_store.clusters(keep="first")]
         assert imported.check().sound
+        # Texts are numbered in the order of their first documents, as add numbers them: a key's first texts, the
+        # only ones a text is compared with under a key held by many, are the same in both.
+        in_order = "SELECT hash FROM contents ORDER BY id"
+        assert [r[0] for r in imported.store.conn.execute(in_order)] == \
+            [r[0] for r in local_store.store.conn.execute(in_order)]
         # The inputs are known as they were found: export reads them back, and add finds them unchanged.
         assert [(r.key, r.text) for r in imported.export(unique=True, keep="first")] == \
             [(r.key, r.text) for r in local_store.export(unique=True, keep="first")]
@@ -257,6 +262,17 @@ def test_bucket_counts_summed_are_the_corpus_idf():
     idf.observe([sketch.words[2] for _, sketch, _ in sketch_records(settings, texts) if sketch is not None])
     assert np.array_equal(df, idf.df)
     assert summed.column("worded").to_numpy().sum() == idf.documents == 40
+
+
+def test_a_texts_sketch_rides_on_its_first_document_in_a_table_of_records():
+    text = _text(random.Random(3), 60)
+    table = stages.sketch_table(pa.table({
+        "key": ["late", "early"], "input": pa.array([0, 0], pa.int32()), "record": ["b", "a"], "text": [text, text],
+        "ordinal": [5, 2], "bytes": [len(text)] * 2, "bad": pa.nulls(2, pa.string()), "failed": [False, False],
+    }, schema=stages.RECORD_SCHEMA), Settings())
+    carried = table.filter(pa.compute.is_valid(table.column("minhash")))
+    assert carried.column("ordinal").to_pylist() == [2]
+    assert sorted(table.column("ordinal").to_pylist()) == [2, 5]
 
 
 def test_one_sketch_per_text_and_a_shared_number_stops_the_job():

@@ -283,6 +283,20 @@ class Indexer:
                 pairs = np.column_stack((part_c, part_q + _QUERY_IDS))
                 for cid, query, jaccard, distance in judge.pairs(SketchTable.joined([theirs, mine]), pairs):
                     out[query - _QUERY_IDS].append(Match(cid, jaccard, distance, False))
+        # A stored text was compared, when it was added and by the texts added after it, with more than a query meets
+        # under a key held by many (the texts after it too, where it is among the first): its stored pairs count.
+        stored: dict[int, list[int]] = {}  # content id: the queries of its text
+        for q, e in enumerate(exact):
+            if e:
+                stored.setdefault(e, []).append(q)
+        if stored:
+            found = {q: {m.content_id for m in out[q]} for qs in stored.values() for q in qs}
+            for a, b, jaccard, hamming in self.store.pairs_with(list(stored)):
+                for mine, theirs in ((a, b), (b, a)):
+                    for q in stored.get(mine, ()) if jaccard >= limit else ():
+                        if theirs not in found[q]:
+                            found[q].add(theirs)
+                            out[q].append(Match(theirs, jaccard, hamming, False))
         for matches in out:
             matches.sort(key=lambda m: (-m.jaccard, m.hamming if m.hamming is not None else 65, m.content_id))
         return out
@@ -326,7 +340,7 @@ def _shared_keys(
     shares many keys)."""
     limit = KEY_HOLDERS_COMPARED if limit is None else limit
     held = np.searchsorted(stored_keys, keys, "right") - np.searchsorted(stored_keys, keys, "left")
-    stored_keys, stored_ids = first_of_each_key(stored_keys, stored_ids, limit)
+    stored_keys, stored_ids = _first_of_each_key(stored_keys, stored_ids, limit)
     lows = np.searchsorted(keys, stored_keys, "left")
     meeting = np.searchsorted(keys, stored_keys, "right") - lows
     one, many = meeting == 1, meeting > 1
@@ -348,7 +362,7 @@ def _shared_keys(
     return pairs
 
 
-def first_of_each_key(keys: np.ndarray, ids: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+def _first_of_each_key(keys: np.ndarray, ids: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows (keys in order) among the first `limit` of their key."""
     if len(keys) <= limit:
         return keys, ids

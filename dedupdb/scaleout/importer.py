@@ -4,7 +4,8 @@
 The store is made with the job's settings and candidate scheme and filled as `add` would have filled it:
 
     files       one row per input of the manifest (kind "records", its options as the job read it)
-    contents    one per row of signatures/, numbered 1, 2, ... in the order the files give them; the job's content
+    contents    one per row of signatures/, numbered 1, 2, ... in the order of their first documents (each part file
+                in order, part files by their smallest first ordinal: as the job writes them); the job's content
                 numbers (62-bit hashes) are mapped to these through two sorted arrays, not a dictionary
     index rows  LSH bands (or super-shingles) and SimHash blocks computed from the signatures as Indexer does, and
                 the containment rows of their fingerprints, written without probing: the pairs are known already
@@ -204,7 +205,7 @@ def _load(
     contents = _import_contents(db, parts, advance)
     held = np.zeros(len(contents), np.int64)  # documents holding each content, by position
     documents = 0
-    for batch in parts.batches(DOCUMENTS, _DOCUMENT_COLUMNS, in_ordinal_order=True):
+    for batch in parts.batches(DOCUMENTS, _DOCUMENT_COLUMNS, order_by="ordinal"):
         with db.store.transaction():
             documents += _import_documents(db, batch, contents, input_files, input_mtimes, held)
         advance(batch.num_rows)
@@ -283,7 +284,8 @@ def _import_contents(db: "Database", parts: "_Parts", advance: Callable[[int], N
     store, indexer = db.store, db.indexer
     numbers: list[np.ndarray] = []
     first = None
-    for batch in parts.batches(SIGNATURES, _SIGNATURE_COLUMNS):
+    # In the order of each text's first document, as add numbers texts: a key's first texts are the job's too.
+    for batch in parts.batches(SIGNATURES, _SIGNATURE_COLUMNS, order_by="first"):
         rows, hashes = _content_rows(batch, db.settings.num_perm, parts.out)
         with store.transaction():
             fingerprints = indexer.stored_fingerprints(rows)  # with the signatures a store leaves out computed
@@ -442,10 +444,12 @@ class _Parts:
                     f"{counted.replace('_', ' ')} (a folder copied in part?)"
                 )
 
-    def batches(self, name: str, columns: tuple[str, ...], in_ordinal_order: bool = False) -> Iterator:
+    def batches(self, name: str, columns: tuple[str, ...], order_by: str | None = None) -> Iterator:
+        """A folder's rows in batches; with order_by, its part files in the order of their smallest value of that
+        column (each written sorted by it, as the job writes them)."""
         files = self.files[name]
-        if in_ordinal_order:
-            files = sorted(files, key=self._smallest_ordinal)
+        if order_by:
+            files = sorted(files, key=lambda path: self._smallest(path, order_by))
         for path in files:
             try:
                 parquet = self.pq.ParquetFile(path)
@@ -464,16 +468,17 @@ class _Parts:
             except Exception as exc:  # pyarrow's errors for a damaged file
                 raise InputError(f"{path}: cannot be read ({exc})") from None
 
-    def _smallest_ordinal(self, path: Path) -> tuple[int, str]:
-        """A part file's smallest ordinal, from its statistics (or its first row group), to order the files by."""
+    def _smallest(self, path: Path, name: str) -> tuple[int, str]:
+        """A part file's smallest value of a column, from its statistics (or its first row group), to order the
+        files by."""
         metadata = self._metadata(path)
         try:
-            column = metadata.schema.to_arrow_schema().get_field_index("ordinal")
+            column = metadata.schema.to_arrow_schema().get_field_index(name)
             stats = [metadata.row_group(i).column(column).statistics for i in range(metadata.num_row_groups)]
             if all(s is not None and s.has_min_max for s in stats):
                 return (min((s.min for s in stats), default=0), str(path))
-            first = self.pq.ParquetFile(path).read_row_group(0, columns=["ordinal"]).column(0)
+            first = self.pq.ParquetFile(path).read_row_group(0, columns=[name]).column(0)
             return (min(first.to_pylist(), default=0), str(path))
-        except Exception:  # no ordinal column: reading it fails with the file's own error
+        except Exception:  # no such column (an older job's output): reading it fails with the file's own error
             return (0, str(path))
 

@@ -232,7 +232,7 @@ class Job:
         # In input order (the part files too), so an import numbers documents as add would, and "first" and
         # "last" mean there what they mean here.
         documents.select_columns(list(stages.DOCUMENT_SCHEMA.names)).sort("ordinal").write_parquet(str(out / DOCUMENTS))
-        signatures.write_parquet(str(out / SIGNATURES))
+        signatures.sort("first").write_parquet(str(out / SIGNATURES))  # so import numbers texts as add would
         _where(clustered, _is_pair).select_columns(list(stages.PAIR_SCHEMA.names)).write_parquet(
             str(out / PAIRS))
         _where(clustered, _is_cluster).select_columns(list(stages.CLUSTER_SCHEMA.names)).write_parquet(

@@ -4,7 +4,8 @@
     OUT/idf.bin         the corpus document frequencies of SimHash's word weights (weights.CorpusIdf bytes)
     OUT/documents/      one row per record: key, input, record, content, bytes, ordinal, snippet
     OUT/signatures/     one row per distinct text: content, hash, chars, shingles, minhash, sketch, simhash,
-                        fingerprints (the arrays as little-endian bytes, as a store keeps them)
+                        fingerprints (the arrays as little-endian bytes, as a store keeps them), first (the
+                        ordinal of its first document, which the files are sorted by)
     OUT/pairs/          one row per pair of documents, as `dedupdb pairs` lists them: a, b (keys, a < b), jaccard,
                         hamming, exact, and the contents a_content, b_content
     OUT/clusters/       one row per document of a cluster: key, cluster (the smallest content of its connected

@@ -89,6 +89,9 @@ def sketch_table(table: pa.Table, settings: Settings) -> pa.Table:
     """Documents and sketches of a table of records (SKETCHED_SCHEMA): each distinct text of the table is
     sketched once and its first record carries the sketch (the others leave those columns null); bad records
     pass through with their reason."""
+    # In ordinal order, so that the record carrying a text's sketch is its first here: the smallest ordinal among
+    # the carriers is the text's first document's, which ranks it under its keys (candidate_pairs).
+    table = table.sort_by("ordinal")
     good = [i for i, bad in enumerate(table.column("bad").to_pylist()) if bad is None]
     texts = table.column("text").to_pylist()
     results = dict(zip(good, sketch_records(settings, [texts[i] for i in good])))

@@ -77,6 +77,15 @@ class PairTables:
             ).fetchall()
         return sorted(out)
 
+    def pairs_with(self, content_ids: list[int]) -> list[tuple[int, int, float, int | None]]:
+        """(a, b, jaccard, hamming) of the stored pairs one of whose contents is one of these, by a then b."""
+        out = set()
+        for chunk in chunks(content_ids):
+            where = marks(len(chunk))
+            out.update(self._q(f"SELECT a, b, jaccard, hamming FROM pairs WHERE a IN ({where}) "
+                               f"UNION SELECT a, b, jaccard, hamming FROM pairs WHERE b IN ({where})", chunk + chunk))
+        return sorted(out)
+
     def document_keys(self, content_ids: Iterable[int]) -> dict[int, list[str]]:
         """The keys of each content's documents, sorted."""
         out: dict[int, list[str]] = {}
