@@ -17,9 +17,10 @@ from dedupdb.text.hashing import fmix64
 # A text is compared with at most the first (lowest content id) this many texts under each of its index keys. A
 # key held by thousands is a band of common phrasing, not of one text: at ten million documents 52 keys held by
 # over 1,000 texts each (a signature line such as "——发自手机客户端") made 3.8 million of a 16,384-document batch's
-# 4.4 million candidates, and of 55,047 near-duplicate pairs the batch had, the cap leaves out 24 (all but one
-# of them in one group anyway, through the pairs it keeps). The first holders stay the first, so every later
-# text of a large group of near-copies meets the same ones and joins their group.
+# 4.4 million candidates; with this bound it makes 0.41 million, and of the batch's 58,655 near-duplicate pairs
+# leaves out 11, each of them in one group anyway through the pairs kept (scripts/bench_key_holders.py). The first
+# holders stay the first, so every later text of a large group of near-copies meets the same ones and joins their
+# group.
 KEY_HOLDERS_COMPARED = 256
 
 _BAND_MULT = np.uint64(0x100000001B3)  # FNV-1a 64-bit prime
