@@ -199,6 +199,33 @@ def test_a_key_held_by_many_texts_is_compared_with_its_first_holders_only(tmp_pa
         assert [len([h for h in r.hits if not h.exact]) for r in many] == [11, 11]
 
 
+def test_removing_one_of_a_keys_first_texts_lets_the_next_one_in(tmp_path, monkeypatch):
+    """A store that removed one of a key's first texts holds the pairs of a store that never held it."""
+    from dedupdb.index import indexer
+
+    monkeypatch.setattr(indexer, "KEY_HOLDERS_COMPARED", 4)
+    base = " ".join(random.Random(6).choice([f"w{i}" for i in range(400)]) for _ in range(60))
+    copies = [(f"c{i}", f"{base} #tag{i}") for i in range(12)]
+
+    def store(name: str, items: list[tuple[str, str]]):
+        records = tmp_path / f"{name}.jsonl"
+        records.write_text("".join(json.dumps({"id": k, "text": t}) + "\n" for k, t in items))
+        db = dedupdb.open(tmp_path / f"{name}.db")
+        db.add([records], records=RecordOptions("jsonl", "text", "id"))
+        return db
+
+    def pairs(db) -> set[tuple[str, str]]:
+        return {tuple(sorted(k.rsplit("#", 1)[-1] for k in (p.a, p.b))) for p in db.pairs()}
+
+    with store("all", copies) as removed, store("rest", copies[1:]) as never:
+        first = [k for k in removed.store.conn.execute("SELECT key FROM documents ORDER BY id").fetchall()][0][0]
+        assert removed.forget([first]) == (1, [])
+        assert pairs(removed) == pairs(never)
+        assert ("c4", "c9") in pairs(removed)  # c4 is among the first four now
+        assert [len(g.members) for g in removed.clusters(min_size=2)] == [11]
+        assert removed.check().sound
+
+
 # --- short texts (issue 28): one typo or a tag must not hide a duplicate, and templates must not pass for one ---
 
 SHORT_DUPLICATES = [

@@ -163,9 +163,15 @@ class Indexer:
         ids, keys = self.rows_of(new)
         (keys, ids), before = self.store.index_and_match(ids, keys)
         candidates = _shared_keys(keys, ids, *before)
+        mine = SketchTable.of({cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()})
+        return self._verify_and_link(candidates, mine, snippets, None if stored else list(new))
+
+    def _verify_and_link(self, candidates: np.ndarray, mine: SketchTable, snippets: dict[int, str] | None = None,
+                         unstored: list[int] | None = None) -> dict[int, int]:
+        """Verify candidate pairs ((n, 2), in order; mine: the sketches of the texts the store does not hold yet),
+        store those that pass and merge their clusters (see _index_and_link)."""
         if not len(candidates):
             return {}
-        mine = SketchTable.of({cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()})
         pairs = []
         # A part of the candidates at a time, with the stored sketches it needs: a batch onto a large store meets
         # hundreds of thousands of stored texts, whose sketches at once would be hundreds of MB. Candidates come
@@ -179,7 +185,7 @@ class Indexer:
         self.store.insert_pairs(pairs)
         self.store.mark_templates(template_pairs(self.store, [(a, b) for a, b, _, _ in pairs], snippets or {},
                                                  self._frames))
-        return self._merge_clusters([(a, b) for a, b, _, _ in pairs], None if stored else list(new))
+        return self._merge_clusters([(a, b) for a, b, _, _ in pairs], unstored)
 
     def _merge_clusters(self, edges: list[tuple[int, int]], unstored: list[int] | None = None) -> dict[int, int]:
         """Join the clusters that new pairs connect, each under the smallest cluster id among them (the labels
@@ -218,7 +224,8 @@ class Indexer:
         self._frames.clear()  # a content id may be given again
         rows = self.store.contents(orphans)
         affected = {row.cluster for row in rows.values()}
-        self.store.delete_index(*self.rows_of(self.stored_fingerprints(rows)))
+        gone_ids, gone_keys = self.rows_of(self.stored_fingerprints(rows))
+        self.store.delete_index(gone_ids, gone_keys)
         self.containment.remove({cid: row.fingerprints for cid, row in rows.items()})
         for content_id in orphans:
             self.store.delete_content(content_id)
@@ -227,6 +234,33 @@ class Indexer:
             if members:
                 labels = components(members, self.store.pairs_among(members))
                 self.store.set_clusters({m: c for m, c in labels.items() if c != cluster})
+        # Under a key held by more than the compared first texts, those after the removed ones move up: they are
+        # compared now with the texts after them, as a store that never held the removed ones would have.
+        self._verify_and_link(self._moved_up_pairs(gone_keys, gone_ids), SketchTable.of({}))
+
+    def _moved_up_pairs(self, gone_keys: np.ndarray, gone_ids: np.ndarray) -> np.ndarray:
+        """Candidate pairs, (n, 2) in order, that removing these index rows lets in: under each of their keys, the
+        texts now among its first KEY_HOLDERS_COMPARED that were not before, each with every text after it."""
+        limit = KEY_HOLDERS_COMPARED
+        order = np.lexsort((gone_ids, gone_keys))
+        gone_keys, gone_ids = gone_keys[order], gone_ids[order].astype(np.int64)
+        keys, counts = np.unique(gone_keys, return_counts=True)
+        stored_keys, stored_ids = self.store.match_index(keys)  # the rows left, in key order, each key's ids ascending
+        lows = np.searchsorted(stored_keys, keys, "left")
+        held = np.searchsorted(stored_keys, keys, "right") - lows
+        parts = []
+        for key, low, left in zip(keys[held > limit - counts].tolist(), lows[held > limit - counts].tolist(),
+                                  held[held > limit - counts].tolist()):
+            holders = stored_ids[low : low + left].astype(np.int64)
+            removed = gone_ids[np.searchsorted(gone_keys, key, "left") : np.searchsorted(gone_keys, key, "right")]
+            before = np.arange(min(left, limit)) + np.searchsorted(removed, holders[:limit])  # ranks before the removal
+            for rank in np.flatnonzero(before >= limit).tolist():
+                parts.append(np.column_stack((np.full(left - rank - 1, holders[rank]), holders[rank + 1 :])))
+        if not parts:
+            return np.empty((0, 2), np.int64)
+        pairs = np.concatenate(parts)
+        codes = distinct((pairs[:, 0] << 32) | pairs[:, 1])
+        return np.column_stack((codes >> 32, codes & 0xFFFFFFFF))
 
     # --- rebuilding --------------------------------------------------------------
 
