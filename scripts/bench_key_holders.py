@@ -26,6 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dedupdb  # noqa: E402
+from dedupdb.index.clusters import dense_components  # noqa: E402
 from dedupdb.index.indexer import _shared_keys  # noqa: E402
 from dedupdb.sketch.fingerprint import Fingerprinter, sketch_texts  # noqa: E402
 from dedupdb.sketch.verify import Signature, SketchTable  # noqa: E402
@@ -91,21 +92,15 @@ def _not_joined(store: Store, kept: list[tuple[int, int]], lost: list[tuple[int,
     for its stored group)."""
     stored = sorted({c for pair in kept + lost for c in pair if c < NEW_IDS})
     cluster = store.clusters_of(stored)
-    parent: dict = {}
+    nodes: dict[tuple[str, int], int] = {}  # a stored group or a new text: its node number
 
-    def root(node):
-        while parent.get(node, node) != node:
-            node = parent[node]
-        return node
+    def node_of(content: int) -> int:
+        return nodes.setdefault(("group", cluster[content]) if content < NEW_IDS else ("new", content), len(nodes))
 
-    def node_of(content: int):
-        return ("group", cluster[content]) if content < NEW_IDS else ("new", content)
-
-    for a, b in kept:
-        ra, rb = root(node_of(a)), root(node_of(b))
-        if ra != rb:
-            parent[ra] = rb
-    return sum(1 for a, b in lost if root(node_of(a)) != root(node_of(b)))
+    kept_ends = np.array([(node_of(a), node_of(b)) for a, b in kept], np.int64).reshape(-1, 2)
+    lost_ends = np.array([(node_of(a), node_of(b)) for a, b in lost], np.int64).reshape(-1, 2)
+    roots = dense_components(len(nodes), kept_ends[:, 0], kept_ends[:, 1])
+    return int((roots[lost_ends[:, 0]] != roots[lost_ends[:, 1]]).sum())
 
 
 if __name__ == "__main__":

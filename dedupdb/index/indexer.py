@@ -23,7 +23,7 @@ from dedupdb.storage import decoding
 from dedupdb.storage.entries import INDEX_KEY_BITS
 from dedupdb.storage.rows import ContentRow
 from dedupdb.storage.store import Store
-from dedupdb.text.hashing import distinct, distinct_of_sorted, ranges, slot_hash, to_unsigned64
+from dedupdb.text.hashing import distinct, distinct_of_sorted, ranges, run_starts, slot_hash, to_unsigned64
 from dedupdb.text.templates import Frame, frame_of, frames_are_templates, text_tokens
 
 
@@ -248,19 +248,16 @@ class Indexer:
         stored_keys, stored_ids = self.store.match_index(keys)  # the rows left, in key order, each key's ids ascending
         lows = np.searchsorted(stored_keys, keys, "left")
         held = np.searchsorted(stored_keys, keys, "right") - lows
-        parts = []
-        for key, low, left in zip(keys[held > limit - counts].tolist(), lows[held > limit - counts].tolist(),
-                                  held[held > limit - counts].tolist()):
+        more = held > limit - counts  # keys that held more than the compared first before the removal
+        firsts, seconds = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+        for key, low, left in zip(keys[more].tolist(), lows[more].tolist(), held[more].tolist()):
             holders = stored_ids[low : low + left].astype(np.int64)
             removed = gone_ids[np.searchsorted(gone_keys, key, "left") : np.searchsorted(gone_keys, key, "right")]
             before = np.arange(min(left, limit)) + np.searchsorted(removed, holders[:limit])  # ranks before the removal
             for rank in np.flatnonzero(before >= limit).tolist():
-                parts.append(np.column_stack((np.full(left - rank - 1, holders[rank]), holders[rank + 1 :])))
-        if not parts:
-            return np.empty((0, 2), np.int64)
-        pairs = np.concatenate(parts)
-        codes = distinct((pairs[:, 0] << 32) | pairs[:, 1])
-        return np.column_stack((codes >> 32, codes & 0xFFFFFFFF))
+                firsts.append(np.full(left - rank - 1, holders[rank]))
+                seconds.append(holders[rank + 1 :])
+        return _pairs_of_codes(_pair_codes(np.concatenate(firsts), np.concatenate(seconds)))
 
     # --- rebuilding --------------------------------------------------------------
 
@@ -326,8 +323,10 @@ class Indexer:
         if stored:
             found = {q: {m.content_id for m in out[q]} for qs in stored.values() for q in qs}
             for a, b, jaccard, hamming in self.store.pairs_with(list(stored)):
+                if jaccard < limit:
+                    continue
                 for mine, theirs in ((a, b), (b, a)):
-                    for q in stored.get(mine, ()) if jaccard >= limit else ():
+                    for q in stored.get(mine, ()):
                         if theirs not in found[q]:
                             found[q].add(theirs)
                             out[q].append(Match(theirs, jaccard, hamming, False))
@@ -384,25 +383,17 @@ def _shared_keys(
     del lows, meeting, one, many
     # Two new rows of one key: each row with the rows before it in its run of equal keys, as far as the key's first
     # `limit` holders go.
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.empty(0, np.int64)
-    ends = np.append(starts[1:], len(keys)) if len(keys) else starts
-    first = np.repeat(starts, ends - starts)
+    first = run_starts(keys)
     before = np.minimum(np.arange(len(keys)) - first, np.maximum(limit - held, 0))
     parts.append(_pair_codes(ids[np.repeat(np.arange(len(keys)), before)], ids[ranges(first, before)]))
-    codes = distinct(np.concatenate(parts))
-    pairs = np.empty((len(codes), 2), np.int64)
-    np.right_shift(codes, 32, out=pairs[:, 0])
-    np.bitwise_and(codes, 0xFFFFFFFF, out=pairs[:, 1])
-    return pairs
+    return _pairs_of_codes(distinct(np.concatenate(parts)))
 
 
 def _first_of_each_key(keys: np.ndarray, ids: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows (keys in order) among the first `limit` of their key."""
     if len(keys) <= limit:
         return keys, ids
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-    rank = np.arange(len(keys)) - np.repeat(starts, np.diff(np.append(starts, len(keys))))
-    keep = rank < limit
+    keep = np.arange(len(keys)) - run_starts(keys) < limit  # each row's rank under its key
     return (keys, ids) if keep.all() else (keys[keep], ids[keep])
 
 
@@ -421,6 +412,14 @@ def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     del low, keep
     codes.sort()
     return distinct_of_sorted(codes)
+
+
+def _pairs_of_codes(codes: np.ndarray) -> np.ndarray:
+    """(n, 2) pairs (low, high) of codes made by _pair_codes."""
+    pairs = np.empty((len(codes), 2), np.int64)
+    np.right_shift(codes, 32, out=pairs[:, 0])
+    np.bitwise_and(codes, 0xFFFFFFFF, out=pairs[:, 1])
+    return pairs
 
 
 def _negative_counts(documents: list[tuple[int, int]]) -> dict[int, int]:

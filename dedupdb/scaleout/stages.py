@@ -22,7 +22,7 @@ from dedupdb.scaleout.inputs import Shard, ShardRecord, shard_records
 from dedupdb.scaleout.layout import content_number, ordinal
 from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch
 from dedupdb.sketch.verify import PairJudge, Signature
-from dedupdb.text.hashing import ranges, to_signed64, to_unsigned64
+from dedupdb.text.hashing import ranges, run_starts, to_signed64, to_unsigned64
 from dedupdb.text.weights import CorpusIdf
 
 # --- reading --------------------------------------------------------------------------------------------------
@@ -244,10 +244,8 @@ def candidate_pairs(table: pa.Table, limit: int = KEY_HOLDERS_COMPARED) -> pa.Ta
     if len(keys):
         again = np.r_[False, (keys[1:] == keys[:-1]) & (ids[1:] == ids[:-1])]  # a content holds a key once
         keys, ids = keys[~again], ids[~again]
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.empty(0, np.int64)
-    ends = np.append(starts[1:], len(keys)) if len(keys) else starts
     positions = np.arange(len(keys))
-    first = np.repeat(starts, ends - starts)
+    first = run_starts(keys)
     before = np.minimum(positions - first, limit)  # each row with the rows before it under its key, compared
     a, b = ids[np.repeat(positions, before)], ids[ranges(first, before)]
     return distinct_pairs_of(a, b)

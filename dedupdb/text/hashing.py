@@ -64,6 +64,14 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(starts, lengths) + offsets
 
 
+def run_starts(values: np.ndarray) -> np.ndarray:
+    """For each element of an array in order, the position of the first element of its run of equal values."""
+    if len(values) == 0:
+        return np.empty(0, np.int64)
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return np.repeat(starts, np.diff(np.append(starts, len(values))))
+
+
 def distinct_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values, sorted, and how often each occurs."""
     ordered = np.sort(values)
