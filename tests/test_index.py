@@ -192,16 +192,18 @@ def test_ingest_with_key_filters_finds_what_probing_everything_finds(tmp_path, m
         ruled_out.append(int((~held).sum()))
         return held
 
-    for filtered in (True, False):
-        # Without filters every key is probed in every run: a filter that holds everything.
-        monkeypatch.setattr(runs.KeyBits, "may_hold", counted if filtered else lambda self, e: np.ones(len(e), bool))
+    # Filters; none (a filter that holds everything: every key probed in every run); and a batch with many keys a
+    # block, which passes every run read from blocks without its filter (runs.KEYS_A_BLOCK_UNFILTERED).
+    for mode in ("filters", "none", "many keys a block"):
+        monkeypatch.setattr(runs.KeyBits, "may_hold", lambda self, e: np.ones(len(e), bool) if mode == "none" else counted(self, e))
+        monkeypatch.setattr(runs, "KEYS_A_BLOCK_UNFILTERED", 1 if mode == "many keys a block" else 10**9)
         ruled_out.clear()
-        with dedupdb.open(tmp_path / f"{filtered}.db") as db:
+        with dedupdb.open(tmp_path / f"{mode}.db") as db:
             db.add([folder], workers=0)
             assert db.store._index.run_count() > 1
-            assert (sum(ruled_out) > 0) == filtered
+            assert (sum(ruled_out) > 0) == (mode == "filters")
             found.append(sorted((p.a.rsplit("/")[-1], p.b.rsplit("/")[-1], p.jaccard) for p in db.pairs()))
-    assert found[0] == found[1] and len(found[0]) >= len(WORDS) - 1
+    assert found[0] == found[1] == found[2] and len(found[0]) >= len(WORDS) - 1
 
 
 def test_signatures_left_out_of_the_store_give_the_same_index_rows(tmp_path, db_path):

@@ -203,6 +203,39 @@ def test_a_merge_lets_go_of_the_merged_runs_filters_and_rows_before_it_writes(st
     assert runs.faults() == []
 
 
+def test_a_lookup_with_many_keys_a_block_holds_no_filter_of_a_run_read_from_blocks(store, small_runs, monkeypatch):
+    """An add's batch has many keys a block of the large runs: it reads them without their filters (nearly every
+    block is read either way) and holds none in memory, a merged run's included; a lookup of few keys still takes
+    the filter the store keeps. Both answer as an unfiltered lookup does."""
+    monkeypatch.setattr(runs_module, "MEMORY_RUN_ENTRIES", 100)
+    monkeypatch.setattr(runs_module, "KEYS_A_BLOCK_UNFILTERED", 2)
+    rng = np.random.default_rng(41)
+    runs, model = store._index, set()
+    for _ in range(2 * runs_module.FANOUT):
+        batch = rng.integers(0, 1 << 45, 60)
+        with store.transaction():
+            runs.insert(batch)
+        model.update(batch.tolist())
+    large = [run for run in runs._current().values() if run.entries > 100]
+    assert large and all(run.filter is None for run in large)  # merged, its filter kept in the store only
+    assert all(run.filter_kept for run in large)
+    stored = np.array(sorted(model), np.int64)
+    keys = np.unique(np.concatenate((stored[::2], rng.integers(0, 1 << 45, 400)))) >> 30
+    lows, highs = keys << 30, (keys << 30) | ((1 << 30) - 1)
+    expected = runs.lookup(lows, highs)
+    assert len(keys) >= 2 * max(len(run.block_ids) for run in large)
+    with store.transaction():
+        assert np.array_equal(runs.lookup(lows, highs, filtered=True), expected)
+    assert all(run.filter is None for run in large)
+    few = slice(0, 3)
+    with store.transaction():
+        assert np.array_equal(runs.lookup(lows[few], highs[few], filtered=True), runs.lookup(lows[few], highs[few]))
+    assert all(run.filter is not None for run in large)
+    with store.transaction():  # many keys again: the filter read for the few is let go
+        assert np.array_equal(runs.lookup(lows, highs, filtered=True), expected)
+    assert all(run.filter is None for run in large)
+
+
 def test_small_runs_probed_in_memory_answer_as_blocks_do(store, small_runs, monkeypatch):
     monkeypatch.setattr(runs_module, "MEMORY_RUN_ENTRIES", 100)
     rng = np.random.default_rng(5)

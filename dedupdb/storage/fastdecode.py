@@ -60,7 +60,8 @@ def _split_blocks(data, offsets, counts, width, id_bits, first_keys, lows, highs
                     continue
             out[n] = entry
             n += 1
-    return out[:n]
+    # A copy of the few entries in range: a view would hold the whole buffer (a probe reads hundreds of stretches).
+    return out[:n].copy() if ranged else out
 
 
 def split_blocks(joined: bytes, sizes: np.ndarray, counts: np.ndarray, width: int, id_bits: np.ndarray,

@@ -49,6 +49,12 @@ WARM_PROBES = 16
 # every block of the large runs anyway (8 bits made its probes 0.8 s against 0.96 s for 15,000 documents
 # onto a million), and a query is as quick either way (5.2-5.7 ms).
 FILTER_BITS_PER_ENTRY = 2
+# A filtered lookup with at least this many keys a block of a run read from its blocks passes that run without its
+# filter, and lets go of a filter the store keeps: nearly every block is read either way (all but e^-8 of them
+# without it; 96% or more with it, when most keys are absent), so an add onto a large store, whose batch has a
+# million keys against 56,000 blocks in the largest run at ten million documents, need not hold the large runs'
+# filters in memory (177 MB there).
+KEYS_A_BLOCK_UNFILTERED = 8
 # A filter is kept in the store up to this size (a run of some 500 million rows); a larger one would near
 # SQLite's limit on a value, and is built by reading its run in each process that probes it.
 KEEP_FILTER_BYTES = 1 << 27
@@ -335,6 +341,8 @@ class Runs:
         self._write_blocks(out, distinct_of_sorted(rest), whole=whole)
         out.level = level_of(out.entries)
         self._finish_run(out)
+        if out.filter_kept and out.entries > MEMORY_RUN_ENTRIES:
+            out.filter = None  # read from the store when a lookup needs it: a large add reads such runs without
         ids = [r.id for r in merged]
         for chunk in _chunks(ids):
             marks = ",".join("?" * len(chunk))
@@ -420,6 +428,12 @@ class Runs:
         parts = []
         for run in self._current().values():
             run.probes += 1
+            if filtered and run.data is None and run.entries > MEMORY_RUN_ENTRIES and (
+                    len(lows) >= KEYS_A_BLOCK_UNFILTERED * len(run.block_ids)):
+                if run.filter_kept:
+                    run.filter = None
+                parts.append(self._within(run, lows, highs))
+                continue
             # A compacted run is read a small block a key: a query process keeps neither its filter nor its rows
             # (24 MB a million documents, and a whole read of the containment run to build its filter).
             warm = run.probes >= WARM_PROBES and not self._small_blocks(run, block_codec.COMPACT_BLOCK_ENTRIES)
