@@ -408,9 +408,10 @@ class Runs:
             low = run.firsts[stretch[0]]
             after = stretch[-1] + 1
             high = run.firsts[after] if after < len(run.firsts) else np.iinfo(np.int64).max
-            reach = (highs >= low) & (lows < high)
-            if reach.any():
-                parts.append(self._read_joined(run.block_ids[stretch], lows[reach], highs[reach]))
+            # The ranges reaching into it, one slice of them (lows and highs both sorted, the ranges disjoint).
+            first, end = np.searchsorted(highs, low, "left"), np.searchsorted(lows, high, "left")
+            if first < end:
+                parts.append(self._read_joined(run.block_ids[stretch], lows[first:end], highs[first:end]))
         return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
     def lookup(self, lows: np.ndarray, highs: np.ndarray, filtered: bool = False) -> np.ndarray:
