@@ -656,3 +656,33 @@ def test_a_compaction_that_fails_midway_changes_nothing(store, small_runs, monke
     with store.transaction():
         runs.compact()
     assert runs.run_count() == 1 and np.array_equal(runs.lookup(everything, everything), everything)
+
+
+def test_compiled_range_search_and_filter_bits_are_numpys(monkeypatch):
+    """The compiled twins an add takes where numba is loaded (fastdecode.py): the entries within ranges, galloping
+    (ranges at the ends of the data and past them, an open top, none), and a filter's bits, against numpy's paths."""
+    pytest.importorskip("numba")
+    from dedupdb.storage import decoding, fastdecode
+
+    rng = np.random.default_rng(17)
+    for trial in range(400):
+        data = np.unique(rng.integers(-50, 500, int(rng.integers(0, 200))))
+        bounds = np.unique(rng.integers(-60, 520, 2 * int(rng.integers(0, 40))))
+        bounds = bounds[: len(bounds) // 2 * 2]
+        lows, highs = bounds[0::2], bounds[1::2].copy()
+        if trial % 7 == 0 and len(highs):
+            highs[-1] = np.iinfo(np.int64).max
+        monkeypatch.setattr(decoding, "decoder", lambda: None)
+        expected = block_codec.in_ranges(data, lows, highs)
+        monkeypatch.setattr(decoding, "decoder", lambda: fastdecode)
+        assert np.array_equal(block_codec.in_ranges(data, lows, highs), expected)
+        assert np.array_equal(expected, np.array(sorted(v for v in data.tolist()
+                                                        if any(lo <= v <= hi for lo, hi in zip(lows, highs))), np.int64))
+        entries = np.sort(rng.integers(0, 1 << 63, int(rng.integers(0, 3000)), dtype=np.int64))
+        filters = []
+        for decoder in (None, fastdecode):
+            monkeypatch.setattr(decoding, "decoder", lambda d=decoder: d)
+            bits = runs_module.KeyBits(len(entries) + 1, 33)
+            bits.add_sorted(entries)
+            filters.append(bits.to_bytes())
+        assert filters[0] == filters[1]

@@ -199,6 +199,9 @@ def decode_blocks(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
 
 def in_ranges(data: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
     """The entries of sorted data within any of the ranges [lows[i], highs[i]] (lows sorted, ranges disjoint)."""
+    fast = decoding.decoder()
+    if fast is not None and len(lows) > 1:
+        return fast.in_ranges(data, lows, highs)
     starts = np.searchsorted(data, lows, "left")
     ends = np.searchsorted(data, highs, "right")
     lengths = ends - starts

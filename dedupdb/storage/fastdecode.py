@@ -76,6 +76,73 @@ def split_blocks(joined: bytes, sizes: np.ndarray, counts: np.ndarray, width: in
                          _int64s(lows) if ranged else empty, _int64s(highs) if ranged else empty, ranged)
 
 
+_sorted = types.Array(types.int64, 1, "C", readonly=True)  # entries in a run's memory, or a block's bytes
+
+
+@njit(types.int64(_sorted, types.int64, types.int64, types.boolean), cache=True, inline="always")
+def _first_after(data, value, start, inclusive):
+    """The first position from `start` on of sorted data whose entry is at least `value` (inclusive) or above it,
+    len(data) if none: galloping from `start`, so a probe near the last one costs a few steps."""
+    n = len(data)
+    if start >= n or (data[start] >= value if inclusive else data[start] > value):
+        return start
+    low, step = start, 1  # data[low] is before the position
+    high = start + 1
+    while high < n and (data[high] < value if inclusive else data[high] <= value):
+        low = high
+        step *= 2
+        high = low + step
+    if high > n:
+        high = n
+    while high - low > 1:
+        middle = (low + high) // 2
+        if data[middle] < value if inclusive else data[middle] <= value:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+@njit(_i64s(_sorted, _i64s, _i64s), cache=True)
+def _in_ranges(data, lows, highs):
+    """blocks.in_ranges: the entries of sorted data within the ranges [lows[r], highs[r]] (sorted, disjoint), found
+    by galloping from the last range's start rather than a binary search of the whole of data each."""
+    starts = np.empty(len(lows), np.int64)
+    ends = np.empty(len(lows), np.int64)
+    total, at = 0, 0
+    for r in range(len(lows)):
+        at = _first_after(data, lows[r], at, True)
+        end = _first_after(data, highs[r], at, False)
+        starts[r], ends[r] = at, end
+        total += end - at
+    out = np.empty(total, np.int64)
+    n = 0
+    for r in range(len(lows)):
+        for i in range(starts[r], ends[r]):
+            out[n] = data[i]
+            n += 1
+    return out
+
+
+def in_ranges(data: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
+    """blocks.in_ranges, compiled: an add probes the runs it holds in memory, millions of entries, for a million
+    keys a batch (two binary searches of numpy's a key took a tenth of an add's writing process)."""
+    return _in_ranges(_int64s(data), _int64s(lows), _int64s(highs))
+
+
+@njit(types.void(types.uint8[::1], _i64s, types.int64), cache=True)
+def _set_slots(bits, entries, shift):
+    for entry in entries:
+        slot = entry >> shift
+        bits[slot >> 3] |= np.uint8(1) << np.uint8(slot & 7)
+
+
+def set_slots(bits: np.ndarray, entries: np.ndarray, shift: int) -> None:
+    """runs.KeyBits.add_sorted, compiled: set the bit of each entry's slot (entries >> shift) in a filter's bytes.
+    Every run an add writes or merges fills one (numpy's path took a twentieth of its writing process)."""
+    _set_slots(bits, entries, shift)
+
+
 @njit(types.Tuple((types.uint32[::1], types.boolean))(_bytes, _i64s, _i64s, types.int64, types.int64), cache=True)
 def _coded_sketches(data, offsets, counts, low_bits, high_values):
     """The values of coded sketches (each at data[offsets[s]:]: a 2-byte count, 3 low bytes a value, then a bit

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dedupdb.storage import blocks as block_codec
+from dedupdb.storage import decoding
 from dedupdb.storage.entries import CONTENT_ID_BITS
 from dedupdb.text.hashing import distinct, distinct_of_sorted, ranges
 
@@ -95,6 +96,10 @@ class KeyBits:
 
     def add_sorted(self, entries: np.ndarray) -> None:
         if len(entries) == 0:
+            return
+        fast = decoding.decoder()
+        if fast is not None:
+            fast.set_slots(self._bits, np.ascontiguousarray(entries, np.int64), int(self._shift))
             return
         slots = entries >> self._shift
         words = slots >> 3
