@@ -396,13 +396,15 @@ class Runs:
                 held |= np.isin(entries, found, assume_unique=True)
         return held
 
-    def _within(self, run: _Run, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
-        """The entries of one run within any of the ranges [lows[i], highs[i]] (lows sorted, ranges disjoint)."""
+    def _within(self, run: _Run, lows: np.ndarray, highs: np.ndarray, every_block: bool = False) -> np.ndarray:
+        """The entries of one run within any of the ranges [lows[i], highs[i]] (lows sorted, ranges disjoint); with
+        every_block, its blocks are all read rather than found range by range (ranges by the million: see
+        KEYS_A_BLOCK_UNFILTERED)."""
         if len(lows) == 0:
             return np.empty(0, np.int64)
         if run.data is not None:
             return block_codec.in_ranges(run.data, lows, highs)
-        blocks = _covering_blocks(run, lows, highs)
+        blocks = np.arange(len(run.block_ids)) if every_block else _covering_blocks(run, lows, highs)
         if len(blocks) <= _READ_AT_ONCE:
             return self._read_joined(run.block_ids[blocks], lows, highs)
         # A batch of many keys may need most blocks of a large run: read them a bounded stretch at a time, each
@@ -438,7 +440,7 @@ class Runs:
                     len(lows) >= KEYS_A_BLOCK_UNFILTERED * len(run.block_ids)):
                 if run.filter_kept:
                     run.filter = None
-                parts.append(self._within(run, lows, highs))
+                parts.append(self._within(run, lows, highs, every_block=True))
                 continue
             # A compacted run is read a small block a key: a query process keeps neither its filter nor its rows
             # (24 MB a million documents, and a whole read of the containment run to build its filter).
