@@ -195,7 +195,8 @@ def test_ingest_with_key_filters_finds_what_probing_everything_finds(tmp_path, m
     # Filters; none (a filter that holds everything: every key probed in every run); and a batch with many keys a
     # block, which passes every run read from blocks without its filter (runs.KEYS_A_BLOCK_UNFILTERED).
     for mode in ("filters", "none", "many keys a block"):
-        monkeypatch.setattr(runs.KeyBits, "may_hold", lambda self, e: np.ones(len(e), bool) if mode == "none" else counted(self, e))
+        monkeypatch.setattr(runs.KeyBits, "may_hold",
+                            (lambda self, e: np.ones(len(e), bool)) if mode == "none" else counted)
         monkeypatch.setattr(runs, "KEYS_A_BLOCK_UNFILTERED", 1 if mode == "many keys a block" else 10**9)
         ruled_out.clear()
         with dedupdb.open(tmp_path / f"{mode}.db") as db:

@@ -92,8 +92,7 @@ def _first_after(data, value, start, inclusive):
         low = high
         step *= 2
         high = low + step
-    if high > n:
-        high = n
+    high = min(high, n)
     while high - low > 1:
         middle = (low + high) // 2
         if data[middle] < value if inclusive else data[middle] <= value:
