@@ -347,7 +347,7 @@ class Runs:
         out.level = level_of(out.entries)
         self._finish_run(out)
         if out.filter_kept and out.entries > MEMORY_RUN_ENTRIES:
-            out.filter = None  # read from the store when a lookup needs it: a large add reads such runs without
+            out.filter = None  # read from the store when a lookup needs it; a large add reads such runs without one
         ids = [r.id for r in merged]
         for chunk in _chunks(ids):
             marks = ",".join("?" * len(chunk))
