@@ -23,7 +23,15 @@ from dedupdb.storage import decoding
 from dedupdb.storage.entries import INDEX_KEY_BITS
 from dedupdb.storage.rows import ContentRow
 from dedupdb.storage.store import Store
-from dedupdb.text.hashing import distinct, distinct_of_sorted, ranges, run_starts, slot_hash, to_unsigned64
+from dedupdb.text.hashing import (
+    distinct,
+    distinct_counts,
+    distinct_of_sorted,
+    ranges,
+    run_starts,
+    slot_hash,
+    to_unsigned64,
+)
 from dedupdb.text.templates import Frame, frame_of, frames_are_templates, text_tokens
 
 
@@ -244,7 +252,7 @@ class Indexer:
         limit = KEY_HOLDERS_COMPARED
         order = np.lexsort((gone_ids, gone_keys))
         gone_keys, gone_ids = gone_keys[order], gone_ids[order].astype(np.int64)
-        keys, counts = np.unique(gone_keys, return_counts=True)
+        keys, counts = distinct_counts(gone_keys)
         stored_keys, stored_ids = self.store.match_index(keys)  # the rows left, in key order, each key's ids ascending
         lows = np.searchsorted(stored_keys, keys, "left")
         held = np.searchsorted(stored_keys, keys, "right") - lows
@@ -254,9 +262,10 @@ class Indexer:
             holders = stored_ids[low : low + left].astype(np.int64)
             removed = gone_ids[np.searchsorted(gone_keys, key, "left") : np.searchsorted(gone_keys, key, "right")]
             before = np.arange(min(left, limit)) + np.searchsorted(removed, holders[:limit])  # ranks before the removal
-            for rank in np.flatnonzero(before >= limit).tolist():
-                firsts.append(np.full(left - rank - 1, holders[rank]))
-                seconds.append(holders[rank + 1 :])
+            moved = np.flatnonzero(before >= limit)
+            after = left - moved - 1  # the texts after each one moved up
+            firsts.append(np.repeat(holders[moved], after))
+            seconds.append(holders[ranges(moved + 1, after)])
         return _pairs_of_codes(_pair_codes(np.concatenate(firsts), np.concatenate(seconds)))
 
     # --- rebuilding --------------------------------------------------------------

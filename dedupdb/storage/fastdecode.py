@@ -139,7 +139,7 @@ def _set_slots(bits, entries, shift):
 def set_slots(bits: np.ndarray, entries: np.ndarray, shift: int) -> None:
     """runs.KeyBits.add_sorted, compiled: set the bit of each entry's slot (entries >> shift) in a filter's bytes.
     Every run an add writes or merges fills one (numpy's path took a twentieth of its writing process)."""
-    _set_slots(bits, entries, shift)
+    _set_slots(bits, _int64s(entries), int(shift))
 
 
 @njit(types.Tuple((types.uint32[::1], types.boolean))(_bytes, _i64s, _i64s, types.int64, types.int64), cache=True)

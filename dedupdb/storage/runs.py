@@ -99,7 +99,7 @@ class KeyBits:
             return
         fast = decoding.decoder()
         if fast is not None:
-            fast.set_slots(self._bits, np.ascontiguousarray(entries, np.int64), int(self._shift))
+            fast.set_slots(self._bits, entries, int(self._shift))
             return
         slots = entries >> self._shift
         words = slots >> 3
