@@ -526,6 +526,17 @@ def test_blocks_of_every_width_and_id_size_decode_at_once_whole_or_by_ranges(dec
         highs = lows + (1 << shift) - 1
         expected = [v for v in everything.tolist() if any(lo <= v <= hi for lo, hi in zip(lows.tolist(), highs.tolist()))]
         assert block_codec.decode_blocks(firsts, counts, blobs, lows, highs).tolist() == expected
+    # Ranges that are not whole keys: single entries (as a removal checks what runs hold), present or not, and
+    # ranges beginning and ending within a key.
+    for stride in (1, 5, 60):
+        picked = everything[::stride]
+        for lows, highs in [(np.unique(np.concatenate((picked, picked + 1))),) * 2,
+                            (picked[:-1:2] + 1, picked[1::2] - 1)]:
+            keep = lows <= highs
+            lows, highs = lows[keep], highs[keep]
+            expected = [v for v in everything.tolist()
+                        if any(lo <= v <= hi for lo, hi in zip(lows.tolist(), highs.tolist()))]
+            assert block_codec.decode_blocks(firsts, counts, blobs, lows, highs).tolist() == expected
 
 
 def test_compiled_decoding_is_taken_only_where_numba_is_loaded():
