@@ -85,8 +85,9 @@ def _jit(signature, inline="never"):
     return njit(signature, cache=True, inline=inline)
 
 
-# Inlined where it is called (numba's own inlining): a call a token cost a seventh of tokenizing.
-@_jit(_u64(_bytes, _i64, _i64, _u64), inline="always")
+# Inlined where it is called (numba's own inlining): a call a token cost a seventh of tokenizing. No signature: it
+# is compiled on its own only if called from Python (a test), not at every first import (1.5 s of a first add).
+@njit(cache=True, inline="always")
 def xxh64(data, start, length, seed):
     """xxHash64 of data[start:start + length], as xxhash.xxh64_intdigest gives it."""
     p = start

@@ -20,8 +20,8 @@ _bytes = types.Array(types.uint8, 1, "C", readonly=True)
 _LOWEST_BIT = np.array([(b & -b).bit_length() - 1 for b in range(256)], np.int64)
 
 
-@njit(types.int64(_bytes, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64, _i64s, types.int64,
-                  _i64s, _i64s, types.boolean), cache=True, inline="always")
+# Helpers inlined where they are called take no signature: they are then never compiled on their own as well.
+@njit(cache=True, inline="always")
 def _split_block(data, at, count, width, bits, key, r, out, n, lows, highs, ranged):
     """One split block's entries (its integers from data[at], its first key) into out from n; with ranged, those
     within the ranges from the r-th on. Returns the new n. Inlined where width is a constant, so that each width
@@ -99,7 +99,7 @@ def split_blocks(joined: bytes, sizes: np.ndarray, counts: np.ndarray, width: in
 _sorted = types.Array(types.int64, 1, "C", readonly=True)  # entries in a run's memory, or a block's bytes
 
 
-@njit(types.int64(_sorted, types.int64, types.int64, types.boolean), cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _first_after(data, value, start, inclusive):
     """The first position from `start` on of sorted data whose entry is at least `value` (inclusive) or above it,
     len(data) if none: galloping from `start`, so a probe near the last one costs a few steps."""
