@@ -154,6 +154,7 @@ def test_random_text_sketches_alike(texts, word_ngram, cjk_ngram, char_ngram, co
 
 
 def test_xxh64_matches_xxhash():
+    """Both compiled xxh64s give xxhash's numbers: the whole one, and the short one of a character or a digit."""
     rng = np.random.default_rng(5)
     data = rng.integers(0, 256, 300, dtype=np.uint8)
     data.flags.writeable = False
@@ -162,6 +163,8 @@ def test_xxh64_matches_xxhash():
             start = int(rng.integers(0, 300 - length + 1))
             expected = xxhash.xxh64_intdigest(data[start : start + length].tobytes(), seed)
             assert int(fastsketch.xxh64(data, start, length, np.uint64(seed))) == expected
+            if length < 8:  # a character or a digit's own hash
+                assert int(fastsketch.xxh64_short(data, start, length, np.uint64(seed))) == expected
 
 
 @hypothesis_settings(max_examples=300, deadline=None)
