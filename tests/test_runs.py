@@ -648,6 +648,9 @@ def test_a_compaction_that_fails_midway_changes_nothing(store, small_runs, monke
     everything = np.array(sorted(model), np.int64)
     before = {r.id: r.entries for r in runs._current().values()}
     real_next, calls = block_codec.next_block, []
+    from dedupdb.storage import decoding
+
+    monkeypatch.setattr(decoding, "decoder", lambda: None)  # blocks packed by next_block, one at a time
 
     def failing_next(rest, whole=None):
         calls.append(1)
@@ -697,3 +700,43 @@ def test_compiled_range_search_and_filter_bits_are_numpys(monkeypatch):
             bits.add_sorted(entries)
             filters.append(bits.to_bytes())
         assert filters[0] == filters[1]
+
+
+@pytest.mark.parametrize("whole", [None, 125, 3])
+def test_compiled_block_packing_gives_next_blocks_bytes(monkeypatch, whole):
+    """Blocks packed compiled (fastdecode.packed_blocks), as a run is written where numba is loaded, are next_block's
+    bytes and bounds: every split width and whole blocks, ids of few and many bits, gaps that fit no width, runs of
+    one entry, and a last block left over when it is not final."""
+    pytest.importorskip("numba")
+    from dedupdb.storage import fastdecode
+
+    rng = np.random.default_rng(31)
+    capacity = (block_codec.BLOCK_ENTRIES if whole is None else whole) * block_codec.WHOLE
+    seen: set[int] = set()
+    cases = []
+    for _ in range(60):
+        n = int(rng.choice([0, 1, 2, 3, 50, 1999, 2000, 2001, 7000]))
+        spread = int(rng.choice([4, 16, 28, 36, 44, 60]))  # key gaps of a few bits to more than any width holds
+        keys = np.cumsum(rng.integers(0, 1 << spread, n, dtype=np.int64)) % (1 << 33)
+        cases.append((np.sort(keys), rng.integers(0, 1 << int(rng.integers(1, 31)), n, dtype=np.int64)))
+    for bits in (1, 7, 20):  # a gap at the most a width holds with ids of `bits` bits, and one past it
+        for width in (4, 5):
+            for gap in ((1 << (8 * width - bits)) - 1, 1 << (8 * width - bits)):
+                keys = np.arange(40, dtype=np.int64) * gap % (1 << 33)
+                cases.append((keys, np.full(40, (1 << bits) - 1, np.int64)))
+    for keys, ids in cases:
+        entries = np.unique(keys << CONTENT_ID_BITS | ids)
+        for final in (True, False):
+            expected, bounds = [], [0]
+            while bounds[-1] < len(entries):
+                part, blob, full = block_codec.next_block(entries[bounds[-1] :], whole)
+                if not full and not final:
+                    break
+                expected.append(blob)
+                bounds.append(bounds[-1] + len(part))
+            blobs, starts = fastdecode.packed_blocks(entries, capacity, final)
+            assert blobs == expected
+            assert starts.tolist() == bounds
+            for blob, count in zip(blobs, np.diff(bounds).tolist()):
+                seen.add(len(blob) // count)  # the width: a split block's leading byte is less than an entry
+    assert seen == {4, 5, 6, 8}

@@ -274,27 +274,34 @@ class Runs:
         """Append sorted entries, all above those the run holds, as blocks (the last may be short when final) of
         the codec's size or of `whole` entries' bytes; returns those left for a later call (final false: fewer
         than fill a block)."""
-        parts, blobs, start = [], [], 0
-        while start < len(entries):
-            part, blob, full = block_codec.next_block(entries[start:], whole)
-            if not full and not final:
-                break
-            parts.append(part)
-            blobs.append(blob)
-            start += len(part)
-        if not parts:
+        fast = decoding.decoder()
+        if fast is not None:
+            capacity = (block_codec.BLOCK_ENTRIES if whole is None else whole) * block_codec.WHOLE  # bytes a block
+            blobs, bounds = fast.packed_blocks(entries, capacity, final)
+        else:
+            blobs, bounds = [], [0]
+            while bounds[-1] < len(entries):
+                part, blob, full = block_codec.next_block(entries[bounds[-1] :], whole)
+                if not full and not final:
+                    break
+                blobs.append(blob)
+                bounds.append(bounds[-1] + len(part))
+            bounds = np.array(bounds, np.int64)
+        start = int(bounds[-1])
+        if not blobs:
             return entries[start:]
+        firsts, counts = entries[bounds[:-1]], np.diff(bounds)
         last = self.conn.execute("SELECT coalesce(max(id), 0) FROM run_blocks").fetchone()[0]
-        ids = np.arange(last + 1, last + 1 + len(parts), dtype=np.int64)
+        ids = np.arange(last + 1, last + 1 + len(blobs), dtype=np.int64)
         self.conn.executemany(
             "INSERT INTO run_blocks (id, run, first, entries, data) VALUES (?, ?, ?, ?, ?)",
-            [(int(i), run.id, int(part[0]), len(part), blob) for i, part, blob in zip(ids, parts, blobs)],
+            zip(ids.tolist(), [run.id] * len(blobs), firsts.tolist(), counts.tolist(), blobs),
         )
         written = entries[:start]
         if run.filter is not None:
             run.filter.add_sorted(written)
         run.block_ids = np.concatenate((run.block_ids, ids))
-        run.firsts = np.concatenate((run.firsts, np.array([int(part[0]) for part in parts], np.int64)))
+        run.firsts = np.concatenate((run.firsts, firsts))
         run.entries += len(written)
         return entries[start:]
 
