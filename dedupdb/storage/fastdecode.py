@@ -9,6 +9,8 @@ layouts first: nothing here checks bounds beyond what it is told."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 
 from dedupdb.jit import njit, types
@@ -162,7 +164,7 @@ def packed_blocks(entries: np.ndarray, capacity: int, final: bool) -> tuple[list
     data, starts, offsets = _packed_blocks(_int64s(entries), int(capacity), bool(final))
     joined = data.tobytes()
     bounds = offsets.tolist()
-    return [joined[a:b] for a, b in zip(bounds, bounds[1:])], starts
+    return [joined[a:b] for a, b in pairwise(bounds)], starts
 
 
 @njit(cache=True, inline="always")
