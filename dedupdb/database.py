@@ -385,15 +385,16 @@ class Database:
         matches = self.indexer.search(fp, threshold)
         mine = Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash)
         finder = self.indexer.containment
-        held = {}
+        held: dict[int, float] = {}
+        sides: dict[int, Side] = {}  # read once for both searches
         if containment is not None:
             # A query shorter than two windows looks up every run it has: its few fingerprints need not be the ones
             # a longer text holding it keeps.
             short = fp.shingles < 2 * self.settings.winnow_window
             probe = query_runs(self.settings, normalized) if short else fp.fingerprints
-            held = finder.search(mine, probe, containment)
+            held = finder.search(mine, probe, containment, sides)
         scores = _near_scores(matches)
-        sides = finder.sides(_sides_wanted(scores, held))
+        sides.update(finder.sides([cid for cid in _sides_wanted(scores, held) if cid not in sides]))
         scores = _scores(mine, scores, held, sides, self.settings.sketch_size)
         return _hits(scores, self.store.documents_of_contents(list(scores)), top)
 

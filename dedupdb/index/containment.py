@@ -70,9 +70,10 @@ class ContainmentIndex:
             for cid, (shingles, sketch, fps, simhash) in self.store.containment_sides(content_ids).items()
         }
 
-    def search(self, query: Side, probe: np.ndarray, floor: float) -> dict[int, float]:
+    def search(self, query: Side, probe: np.ndarray, floor: float, sides: dict[int, Side] | None = None) -> dict[int, float]:
         """Stored contents holding at least `floor` of the query's shingles: content id -> that share. Candidates
-        share a fingerprint with the query (probe: the hashes looked up); those sharing the most are scored."""
+        share a fingerprint with the query (probe: the hashes looked up); those sharing the most are scored. Their
+        sides are read into sides, when given (the query's near-duplicates are mostly among them)."""
         keys, ids, common = self.store.containment_postings(probe, COMMON_POSTINGS)
         if len(ids) == 0 and len(common):  # nothing but common phrasing: look it up anyway, further
             keys, ids, common = self.store.containment_postings(common, QUERY_COMMON_POSTINGS)
@@ -81,7 +82,8 @@ class ContainmentIndex:
         enough = counts + len(common) >= CANDIDATE_SHARE * floor * len(query.fingerprints if query.fingerprints is not None else ())
         content_ids, counts = content_ids[enough], counts[enough]
         best = candidates_by_share(content_ids.tolist(), counts.tolist(), QUERY_CANDIDATES)
-        sides = self.sides(best)
+        sides = {} if sides is None else sides
+        sides.update(self.sides([cid for cid in best if cid not in sides]))
         best = [cid for cid in best if cid in sides]
         # Scored together (shares_in: containment()'s numbers with a few array operations for them all).
         shares = shares_in(query, [sides[cid] for cid in best], self.settings.sketch_size)
