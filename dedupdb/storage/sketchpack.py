@@ -94,7 +94,9 @@ def unpack_joined(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 def unpack_each(blobs: list[bytes]) -> list[np.ndarray]:
     """Each stored sketch as its own uint32 array (views of one array for them all)."""
     values, lengths = unpack_joined(blobs)
-    return np.split(values, np.cumsum(lengths)[:-1]) if len(blobs) else []
+    ends = np.cumsum(lengths).tolist()
+    # Sliced here rather than by np.split, whose work for each piece took 2% of a query's samples.
+    return [values[start:end] for start, end in zip([0, *ends[:-1]], ends)]
 
 
 def _decoded(blobs: list[bytes], sizes: np.ndarray, counts: np.ndarray) -> np.ndarray:
