@@ -81,12 +81,8 @@ def main() -> None:
             part = whole[start : start + (1 << 20)]
             if fast is not None:
                 out += fast.packed_blocks(part, block_codec.BLOCK_ENTRIES * block_codec.WHOLE, True)[0]
-                continue
-            at = 0
-            while at < len(part):
-                taken, blob, _ = block_codec.next_block(part[at:])
-                out.append(blob)
-                at += len(taken)
+            else:
+                out += block_codec.packed_blocks(part)[0]
         return out
 
     results = {}

@@ -125,6 +125,20 @@ def next_block(rest: np.ndarray, whole: int | None = None) -> tuple[np.ndarray, 
     raise AssertionError("entries kept whole always fit")
 
 
+def packed_blocks(entries: np.ndarray, whole: int | None = None, final: bool = True) -> tuple[list[bytes], np.ndarray]:
+    """next_block taken again and again over sorted entries: (each block's bytes, each block's first entry's position
+    with one past the last's at the end). Without final, a last block that would not be full is left unwritten.
+    fastdecode.packed_blocks gives the same, compiled."""
+    blobs, bounds = [], [0]
+    while bounds[-1] < len(entries):
+        part, blob, full = next_block(entries[bounds[-1] :], whole)
+        if not full and not final:
+            break
+        blobs.append(blob)
+        bounds.append(bounds[-1] + len(part))
+    return blobs, np.array(bounds, np.int64)
+
+
 def decode_block(first: int, count: int, blob: bytes) -> np.ndarray:
     """The entries of one block (first: its smallest entry)."""
     return decode_blocks(np.array([first], np.int64), np.array([count], np.int64), [blob])

@@ -279,14 +279,7 @@ class Runs:
             capacity = (block_codec.BLOCK_ENTRIES if whole is None else whole) * block_codec.WHOLE  # bytes a block
             blobs, bounds = fast.packed_blocks(entries, capacity, final)
         else:
-            blobs, bounds = [], [0]
-            while bounds[-1] < len(entries):
-                part, blob, full = block_codec.next_block(entries[bounds[-1] :], whole)
-                if not full and not final:
-                    break
-                blobs.append(blob)
-                bounds.append(bounds[-1] + len(part))
-            bounds = np.array(bounds, np.int64)
+            blobs, bounds = block_codec.packed_blocks(entries, whole, final)
         start = int(bounds[-1])
         if not blobs:
             return entries[start:]
