@@ -76,13 +76,8 @@ def main() -> None:
 
     def pack() -> list[bytes]:
         out = []
-        fast = decoding.decoder()
         for start in range(0, len(whole), 1 << 20):
-            part = whole[start : start + (1 << 20)]
-            if fast is not None:
-                out += fast.packed_blocks(part, block_codec.BLOCK_ENTRIES * block_codec.WHOLE, True)[0]
-            else:
-                out += block_codec.packed_blocks(part)[0]
+            out += block_codec.packed_blocks(whole[start : start + (1 << 20)])[0]
         return out
 
     results = {}

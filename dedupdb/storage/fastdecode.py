@@ -1,8 +1,8 @@
 """Decoding of the store's packed formats compiled with numba: split index blocks (blocks.py) and coded sketches
 (sketchpack.py); and the packing of index blocks. The same numbers and bytes their numpy paths give, in one pass
-instead of a dozen array operations each. An add onto a large store decodes tens of millions of index entries and hundreds of thousands of
-sketches a minute: the numpy paths took a fifth of the main process's time adding 50,000 texts onto a million,
-and these take its CPU time from 14.4 to 13.2 s.
+instead of a dozen array operations each. An add onto a large store decodes tens of millions of index entries and
+hundreds of thousands of sketches a minute: the numpy paths took a fifth of the main process's time adding 50,000
+texts onto a million, and these take its CPU time from 14.4 to 13.2 s.
 
 Callers take these only where numba is loaded already (decoding alone never earns its start-up) and check the
 layouts first: nothing here checks bounds beyond what it is told."""
@@ -148,7 +148,7 @@ def _packed_blocks(entries, capacity, final):
     not be full is left unwritten."""
     n = len(entries)
     mask = (np.int64(1) << CONTENT_ID_BITS) - 1
-    data = np.empty(capacity + n * 8 + 1, np.uint8)  # no layout takes more than WHOLE's eight bytes an entry
+    data = np.empty(n * 8, np.uint8)  # no block takes more than WHOLE's eight bytes an entry
     starts = np.empty(n + 1, np.int64)
     offsets = np.empty(n + 1, np.int64)
     blocks, start, at = 0, 0, 0
@@ -184,8 +184,8 @@ def _packed_blocks(entries, capacity, final):
 
 
 def packed_blocks(entries: np.ndarray, capacity: int, final: bool) -> tuple[list[bytes], np.ndarray]:
-    """blocks.next_block over sorted entries, block after block, compiled: (each block's bytes, each block's first
-    entry's position with one past the last's at the end). An add writes a million entries in blocks of 2,000 a
+    """blocks.packed_blocks, compiled (capacity: a block's bytes): (each block's bytes, each block's first entry's
+    position with one past the last's at the end). An add writes a million entries in blocks of 2,000 a
     batch, and a merge tens of millions: numpy's dozen operations a block took a fourteenth of its main process."""
     data, starts, offsets = _packed_blocks(_int64s(entries), int(capacity), bool(final))
     joined = data.tobytes()

@@ -274,12 +274,7 @@ class Runs:
         """Append sorted entries, all above those the run holds, as blocks (the last may be short when final) of
         the codec's size or of `whole` entries' bytes; returns those left for a later call (final false: fewer
         than fill a block)."""
-        fast = decoding.decoder()
-        if fast is not None:
-            capacity = (block_codec.BLOCK_ENTRIES if whole is None else whole) * block_codec.WHOLE  # bytes a block
-            blobs, bounds = fast.packed_blocks(entries, capacity, final)
-        else:
-            blobs, bounds = block_codec.packed_blocks(entries, whole, final)
+        blobs, bounds = block_codec.packed_blocks(entries, whole, final)
         start = int(bounds[-1])
         if not blobs:
             return entries[start:]
