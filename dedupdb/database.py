@@ -394,7 +394,7 @@ class Database:
             probe = query_runs(self.settings, normalized) if short else fp.fingerprints
             held = finder.search(mine, probe, containment, sides)
         scores = _near_scores(matches)
-        sides.update(finder.sides([cid for cid in _sides_wanted(scores, held) if cid not in sides]))
+        finder.read_sides(_sides_wanted(scores, held), sides)
         scores = _scores(mine, scores, held, sides, self.settings.sketch_size)
         return _hits(scores, self.store.documents_of_contents(list(scores)), top)
 
@@ -470,7 +470,7 @@ class Database:
             probes = [fp.fingerprints if sketched.runs is None else sketched.runs for fp, (_, sketched) in zip(fps, asked)]
             held = finder.search_many(mines, probes, containment, sides)
         near = [_near_scores(m) for m in matches]
-        sides.update(finder.sides({cid for n, h in zip(near, held) for cid in _sides_wanted(n, h)} - set(sides)))
+        finder.read_sides((cid for n, h in zip(near, held) for cid in _sides_wanted(n, h)), sides)
         scores = [_scores(mine, n, h, sides, self.settings.sketch_size) for mine, n, h in zip(mines, near, held)]
         documents: dict[int, list[DocumentRow]] = {}
         for doc in self.store.documents_of_contents(sorted({cid for s in scores for cid in s})):
@@ -787,7 +787,7 @@ class Database:
             extra = [
                 pair for pair in finder.pairs_from(sides, containment) if pair not in verified and pair not in ignored
             ]
-            sides.update(finder.sides({b for _, b in [*verified, *extra]} - set(sides)))
+            finder.read_sides((b for _, b in [*verified, *extra]), sides)
             for a, b in sorted([*verified, *extra]):
                 if a in sides and b in sides:
                     jaccard, distance, share = pair_scores(sides[a], sides[b], self.settings.sketch_size)

@@ -70,6 +70,10 @@ class ContainmentIndex:
             for cid, (shingles, sketch, fps, simhash) in self.store.containment_sides(content_ids).items()
         }
 
+    def read_sides(self, content_ids: Iterable[int], sides: dict[int, Side]) -> None:
+        """Read into sides those of these contents it does not hold yet (a content gone meanwhile is left out)."""
+        sides.update(self.sides({cid for cid in content_ids if cid not in sides}))
+
     def search(self, query: Side, probe: np.ndarray, floor: float, sides: dict[int, Side] | None = None) -> dict[int, float]:
         """Stored contents holding at least `floor` of the query's shingles: content id -> that share. Candidates
         share a fingerprint with the query (probe: the hashes looked up); those sharing the most are scored. Their
@@ -83,7 +87,7 @@ class ContainmentIndex:
         content_ids, counts = content_ids[enough], counts[enough]
         best = candidates_by_share(content_ids.tolist(), counts.tolist(), QUERY_CANDIDATES)
         sides = {} if sides is None else sides
-        sides.update(self.sides([cid for cid in best if cid not in sides]))
+        self.read_sides(best, sides)
         best = [cid for cid in best if cid in sides]
         # Scored together (shares_in: containment()'s numbers with a few array operations for them all).
         shares = shares_in(query, [sides[cid] for cid in best], self.settings.sketch_size)
@@ -121,7 +125,7 @@ class ContainmentIndex:
             enough = shared + common_counts[q] >= CANDIDATE_SHARE * floor * prints
             best.append(candidates_by_share(content_ids[enough].tolist(), shared[enough].tolist(), QUERY_CANDIDATES))
         sides = {} if sides is None else sides
-        sides.update(self.sides({cid for chosen in best for cid in chosen} - set(sides)))
+        self.read_sides((cid for chosen in best for cid in chosen), sides)
         out = []
         for query, chosen in zip(queries, best):
             chosen = [cid for cid in chosen if cid in sides]
