@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "dedupdb"
 
 # From the bottom up: a module may import from its own layer and the layers below it, never above.
 LAYERS = [
-    {"dedupdb.errors", "dedupdb.config", "dedupdb.jit"},
+    {"dedupdb.errors", "dedupdb.config", "dedupdb.jit", "dedupdb.compiled"},
     {"dedupdb.text"},
     {"dedupdb.sketch"},
     {"dedupdb.storage"},

@@ -9,7 +9,7 @@ import pytest
 import dedupdb
 import dedupdb.ingest.pipeline as pipeline
 from dedupdb.config import Settings
-from dedupdb.sketch.fingerprint import sketch_texts
+from dedupdb.sketch.fingerprint import load_compiled, sketch_texts
 from dedupdb.ingest.workers import WorkPool
 from dedupdb.ingest.records import RecordOptions
 
@@ -104,6 +104,10 @@ def test_workers_load_the_compiled_sketching_as_they_start():
         "           for a, b in zip(remote, local))\n"
         "print(all(first), 'dedupdb.sketch.fastsketch' in sys.modules, same)\n"
     )
+    # The compiled code in the cache first, as the first add's compiling process leaves it: a fresh machine has none.
+    ready = subprocess.run([sys.executable, "-c", "from dedupdb.ingest.workers import compile_everything\n"
+                            "compile_everything()"], capture_output=True, text=True, timeout=300)
+    assert ready.returncode == 0, ready.stderr
     done = subprocess.run([sys.executable, "-c", code, ENGLISH, CHINESE], capture_output=True, text=True, timeout=300)
     assert done.stdout.split() == ["True", "False", "True"], done.stderr
 
@@ -112,15 +116,15 @@ def _where(settings, items: list) -> list:
     """Run in a pool: each item with the process that handled it and whether it awaits the compiled sketching."""
     import os
 
-    from dedupdb.sketch import fingerprint
+    from dedupdb import compiled
 
-    return [(item, os.getpid(), fingerprint._AWAITING) for item in items]
+    return [(item, os.getpid(), compiled.awaiting()) for item in items]
 
 
 
 def _compile_slowly() -> None:
-    """The warm-up of a process of its own (workers.compile_detached), which a test's patches do not reach: it
-    marks the compiled sketching kept where the test's environment says."""
+    """The compile of a process of its own (workers.compile_detached), which a test's patches do not reach: it
+    marks the compiled code kept where the test's environment says."""
     import os
     import time
     from pathlib import Path
@@ -133,20 +137,27 @@ def _compile_slowly() -> None:
 
 
 def test_workers_sketch_while_another_process_compiles(tmp_path, monkeypatch):
-    """Before the compiled sketching was ever kept in numba's cache (the first run after an install), a process of
-    its own (of the lowest priority) compiles it while the workers sketch on numpy's path; they take it once it is
-    there."""
+    """Before the compiled code was ever kept in numba's cache (the first run after an install), a process of its
+    own (of the lowest priority) compiles it while the workers and this process take numpy's paths; they take it
+    once it is there."""
     import os
     import time
 
     pytest.importorskip("numba")
-    from dedupdb.sketch import fingerprint
+    from dedupdb import compiled
+    from dedupdb.ingest import workers
+    from dedupdb.storage import decoding
 
     marker = tmp_path / "compiled"
-    monkeypatch.setattr(fingerprint, "_marker", lambda: marker)
+    monkeypatch.setattr(compiled, "marker", lambda: marker)
+    monkeypatch.setattr(compiled, "_awaiting", False)
     monkeypatch.setenv("DEDUPDB_TEST_MARKER", str(marker))
+    monkeypatch.setattr(workers, "compile_everything", _compile_slowly)
+    import dedupdb.jit  # noqa: F401  (numba loaded: only the awaiting keeps this process off the compiled decoding)
+
     texts = [f"{ENGLISH} {i}" for i in range(100)] + [f"{CHINESE}{i}" for i in range(100)]
-    pool = WorkPool(Settings(), 1, _compile_slowly)
+    pool = WorkPool(Settings(), 1, load_compiled)
+    assert compiled.awaiting() and decoding.decoder() is None  # this process awaits it as well
     try:
         early = pool.submit(_where, list(range(100))).result()
         sketched_early = pool.submit(sketch_texts, texts).result()
@@ -164,4 +175,5 @@ def test_workers_sketch_while_another_process_compiles(tmp_path, monkeypatch):
     for sketched in (sketched_early, sketched_later):
         assert [(s.content_hash, s.simhash, s.shingles) for s in sketched] == [(s.content_hash, s.simhash, s.shingles) for s in local]
         assert all((a.minhash == b.minhash).all() and (a.sketch == b.sketch).all() for a, b in zip(sketched, local))
-    assert not fingerprint._AWAITING  # the parent never waited, nor compiled
+    time.sleep(0.25)  # past the interval between looks for the mark
+    assert not compiled.awaiting() and decoding.decoder() is not None  # this process takes it too, never compiled it

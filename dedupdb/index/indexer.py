@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dedupdb import compiled
 from dedupdb.config import SNIPPET_CHARS, Settings
 from dedupdb.index.clusters import components, dense_components
 from dedupdb.index.containment import ContainmentIndex
@@ -109,7 +110,7 @@ class Indexer:
         """Load the compiled verifying and block decoding from numba's cache now (about a second), where numba is
         loaded already: a large add calls it in a thread while its workers warm up, so that its first batch does
         not wait for it."""
-        if "numba" in sys.modules:
+        if "numba" in sys.modules and not compiled.awaiting():
             PairJudge.load_compiled()
             decoding.decoder()
 

@@ -18,10 +18,11 @@ line. SIGTERM ends a worker silently: it is how the executor ends the workers
 of a broken pool, and a worker handling it would hang that shutdown.
 
 A pool forks its workers as it is made, so that they load the compiled sketching while the first batch is read
-(about a second). Where it is not compiled yet (the first run after an install: compiling takes many seconds), a
-process of the lowest priority compiles it (compile_detached), outliving the add if it must, while the workers
-sketch on numpy's path; they take the compiled path once it is there (fingerprint.await_compiled): the first add
-after an install waits for no compiling, and shares its cores with none.
+(about a second). Where the compiled code is not in numba's cache yet (the first run after an install: compiling
+takes many seconds), a process of the lowest priority compiles it (compile_detached), outliving the add if it must,
+while the workers and the process that made the pool take numpy's paths; they load the compiled code once it is
+there (compiled.await_compiled): the first add after an install waits for no compiling, and gives it only the CPU
+the add leaves idle.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
+from dedupdb import compiled
 from dedupdb.config import Settings
 from dedupdb.errors import DedupError
-from dedupdb.sketch.fingerprint import await_compiled, compiled_cached
 
 # Below this many items a batch is handled inline: shipping it costs more than it saves.
 _MIN_PARALLEL = 64
@@ -105,24 +106,33 @@ def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, com
         except Exception:  # the work meets the same failure again, and reports it as its own
             pass
     if compiling:
-        await_compiled()
+        compiled.await_compiled()
 
 
 # A compile started this long ago whose mark is still there is taken for one that died.
 _COMPILE_STALE_SECONDS = 600
 
 
+def compile_everything() -> None:
+    """Compile the sketching, verifying and decoding into numba's cache, then say so (compiled.mark_cached): what
+    the process compile_detached starts runs."""
+    from dedupdb.sketch.fingerprint import load_compiled
+    from dedupdb.sketch.verify import PairJudge
+    from dedupdb.storage import decoding
+
+    if load_compiled() and PairJudge.load_compiled() and decoding.decoder() is not None:
+        compiled.mark_cached()
+
+
 def compile_detached(warm_up: Callable[[], None]) -> bool:
-    """Start warm_up (a module-level function that compiles the sketching into numba's cache) in a process of the
-    lowest priority that outlives the add: on two cores a compile beside the writer and the worker took a first
-    add from 11.4 s on numpy's path to 18.7 s (docs/benchmarks.md), so the add sketches on numpy's path with the
+    """Start warm_up (a module-level function that compiles into numba's cache: compile_everything) in a process
+    of the lowest priority that outlives the add: on two cores a compile beside the writer and the worker took a
+    first add from 11.4 s on numpy's path to 18.7 s (docs/benchmarks.md), so the add takes numpy's paths with the
     cores to itself while the compile takes what is left, and finishes on its own once the add has ended. One
     compile at a time: a mark beside numba's cache names it. Returns whether one was started."""
     import subprocess
 
-    from dedupdb.sketch.fingerprint import compiling_mark
-
-    mark = compiling_mark()
+    mark = compiled.compiling_mark()
     try:
         if mark.exists() and time.time() - mark.stat().st_mtime < _COMPILE_STALE_SECONDS:
             return False
@@ -134,7 +144,7 @@ def compile_detached(warm_up: Callable[[], None]) -> bool:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
     code = (f"import os\ntry:\n    from {warm_up.__module__} import {warm_up.__name__}\n    {warm_up.__name__}()\n"
             f"finally:\n    os.unlink({str(mark)!r}) if os.path.exists({str(mark)!r}) else None\n")
-    nice = (lambda: os.nice(19)) if hasattr(os, "nice") else None
+    nice = _lowest_priority if hasattr(os, "nice") else None
     try:
         subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=nice, close_fds=True)
@@ -142,6 +152,18 @@ def compile_detached(warm_up: Callable[[], None]) -> bool:
         mark.unlink(missing_ok=True)
         return False
     return True
+
+
+def _lowest_priority() -> None:
+    """In the compiling process, before it runs: the lowest priority, for the process and for its session. Linux
+    schedules each session as one group (autogroup) against the others, so a new session's process niced alone
+    still took half the cores from the add's session."""
+    os.nice(19)
+    try:
+        with open("/proc/self/autogroup", "w") as group:
+            group.write("19")
+    except OSError:  # no autogroup (another system, or the kernel's option off): the process's nice is what counts
+        pass
 
 
 def _started(settings: Settings, items: list) -> list:
@@ -167,8 +189,10 @@ def _signals_blocked() -> Iterator[None]:
 def default_workers() -> int:
     """One worker per core but the one the writing process keeps busy: with compiled sketching a worker outpaces
     the writer several times over (on 2 cores, 100,000 IMDB reviews: 4,706 docs/s with one worker, 4,696 with
-    two, whose second costs 85 MiB)."""
-    return max(1, (os.cpu_count() or 1) - 1)
+    two, whose second costs 85 MiB). One per core before the compiled code is in numba's cache (the first add
+    after an install): sketching on numpy's path, a worker takes three times the writer's CPU."""
+    cores = os.cpu_count() or 1
+    return cores if not compiled.cached() else max(1, cores - 1)
 
 
 class WorkPool:
@@ -178,8 +202,11 @@ class WorkPool:
         self.workers = workers
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods and sys.platform != "darwin" else "spawn")
-        # Compiling is left to a process of its own, the workers meanwhile sketch (see the module's docstring).
-        compiling = warm_up is not None and not compiled_cached()
+        # Compiling is left to a process of its own; meanwhile the workers and this process take numpy's paths (see
+        # the module's docstring).
+        compiling = warm_up is not None and not compiled.cached()
+        if compiling:
+            compiled.await_compiled()
         self._executor = ProcessPoolExecutor(
             max_workers=workers, mp_context=context, initializer=_worker_init,
             initargs=(os.getpid(), None if compiling else warm_up, compiling),
@@ -188,7 +215,7 @@ class WorkPool:
         # to the main thread, the one that handles them).
         with _signals_blocked():
             if compiling:
-                compile_detached(warm_up)
+                compile_detached(compile_everything)
             self._executor.submit(_started, settings, [])
 
     def submit(

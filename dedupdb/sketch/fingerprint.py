@@ -7,12 +7,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import xxhash
 from numpy.typing import NDArray
 
+from dedupdb import compiled
 from dedupdb.config import Settings
 from dedupdb.sketch.minhash import MinHasher, bottom_k
 from dedupdb.sketch.simhash import fingerprint as simhash_fingerprint
@@ -95,13 +95,16 @@ class Sketcher:
         self.tokenizer = Tokenizer(settings.word_ngram, settings.cjk_ngram, settings.char_ngram)
         self.minhasher = MinHasher(settings.num_perm, settings.seed)
         self._numpy_seconds = 0.0  # spent sketching with numpy (batches and single texts)
+        self._awaited = False  # at the last batch, this process awaited the compiled sketching (compiled.py)
 
     def sketch(self, texts: list[str]) -> list[Sketch]:
-        if _AWAITING:
-            _load_once_compiled()
+        waiting = compiled.awaiting()
+        if self._awaited and not waiting:  # another process has compiled it: from now on, as in a worker that found it
+            load_compiled()
+        self._awaited = waiting
         earned = self._numpy_seconds >= self.FAST_AFTER_SECONDS
         loaded = f"{__package__}.fastsketch" in sys.modules
-        wanted = (earned or (loaded and len(texts) >= self.FAST_BATCH)) and not _AWAITING
+        wanted = (earned or (loaded and len(texts) >= self.FAST_BATCH)) and not waiting
         fast = self._fast() if wanted else None
         if fast is None:
             started = time.perf_counter()
@@ -200,65 +203,10 @@ def kept_signatures(settings: Settings, shingle_sets: list[NDArray[np.uint32]]) 
     return _kept(_sketcher(settings).minhasher.signatures(shingle_sets))
 
 
-_AWAITING = False  # await_compiled(): this process is not to compile the sketching, only to load it once compiled
-
-
-def await_compiled() -> None:
-    """Sketch on numpy's path until the compiled sketching is in numba's cache (another process compiling it),
-    then load it from there: a worker started before it was ever compiled sketches at once rather than compile."""
-    global _AWAITING
-    _AWAITING = True
-
-
-def _load_once_compiled() -> None:
-    """In a process awaiting the compiled sketching: load it if it is there now (from then on it is taken from the
-    first batch, as a worker that loaded it as it started takes it)."""
-    global _AWAITING
-    if compiled_cached():
-        _AWAITING = False
-        load_compiled()
-
-
-def _compiled_marker() -> Path:
-    """A file that says the compiled sketching of this source, numba and Python is in numba's cache (jit.py's
-    folder), named after all three: an edit or an upgrade of either wants another."""
-    import os
-    from importlib import metadata
-
-    from dedupdb.config import cache_dir
-
-    source = Path(__file__).with_name("fastsketch.py")
-    try:
-        numba_version = metadata.version("numba")
-        stat = source.stat()
-    except (metadata.PackageNotFoundError, OSError):
-        numba_version, stat = "", None
-    stamp = f"{source}:{stat.st_mtime_ns if stat else 0}:{stat.st_size if stat else 0}:{numba_version}:{sys.version}"
-    folder = Path(os.environ["NUMBA_CACHE_DIR"]) if "NUMBA_CACHE_DIR" in os.environ else cache_dir() / "numba"
-    return folder / f"dedupdb-compiled-{xxhash.xxh64_hexdigest(stamp.encode())}"
-
-
-def compiling_mark() -> Path:
-    """A file that says a process is compiling the sketching into numba's cache now (workers.compile_detached)."""
-    marker = _marker()
-    return marker.with_name(marker.name + ".compiling")
-
-
-@lru_cache(maxsize=1)
-def _marker() -> Path:
-    return _compiled_marker()
-
-
-def compiled_cached() -> bool:
-    """Whether the compiled sketching is in numba's cache (loading it then takes about a second, compiling it
-    many: the first run after an install)."""
-    return _marker().exists()
-
-
-def load_compiled() -> None:
+def load_compiled() -> bool:
     """Load the compiled sketching now, in a worker process that is to sketch large batches: they then take it
     from the first, never numpy's path, which costs more memory and time. Only for a process that runs nothing
-    but dedupdb's work: numba is loaded there without scipy.linalg."""
+    but dedupdb's work: numba is loaded there without scipy.linalg. Returns whether it could be loaded."""
     # Numba imports scipy.linalg for BLAS (np.dot and the like), which the compiled sketching never calls: 16 MB
     # and 0.2 s a process. Held back while numba loads (it takes the ImportError as "no BLAS"), then allowed again.
     spare = "numba" not in sys.modules and "scipy.linalg" not in sys.modules
@@ -269,11 +217,7 @@ def load_compiled() -> None:
     finally:
         if spare and "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
             del sys.modules["scipy.linalg"]
-    if loaded is not None and not compiled_cached():
-        try:
-            _marker().touch()
-        except OSError:  # a cache folder that cannot take the mark: processes then compile for themselves, as before
-            pass
+    return loaded is not None
 
 
 def sketch_texts(settings: Settings, texts: list[str]) -> list[Sketch]:

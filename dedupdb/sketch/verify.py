@@ -9,6 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from dedupdb import compiled
 from dedupdb.sketch.minhash import view_overlap
 from dedupdb.sketch.simhash import hamming
 from dedupdb.text.hashing import ranges
@@ -141,7 +142,8 @@ class PairJudge:
         # Positions are checked here, before compiled code, which reads without bounds checks, could read astray.
         left, right = table.positions(pairs[:, 0]), table.positions(pairs[:, 1])
         expected = self._numpy_seconds + len(pairs) * self.NUMPY_SECONDS_A_PAIR
-        fast = self._fast() if expected >= self.FAST_AFTER_SECONDS or "numba" in sys.modules else None
+        wanted = expected >= self.FAST_AFTER_SECONDS or "numba" in sys.modules
+        fast = self._fast() if wanted and not compiled.awaiting() else None
         if fast is None:
             started = time.perf_counter()
             starts, values, lengths = table.starts.tolist(), table.values, table.lengths.tolist()
@@ -164,9 +166,9 @@ class PairJudge:
                 zip(pairs[kept, 0].tolist(), pairs[kept, 1].tolist(), jaccard[kept].tolist(), distances)]
 
     @classmethod
-    def load_compiled(cls) -> None:
-        """Load the compiled code now rather than at the first batch that takes it."""
-        cls._fast()
+    def load_compiled(cls) -> bool:
+        """Load the compiled code now rather than at the first batch that takes it; returns whether it could be."""
+        return cls._fast() is not None
 
     @staticmethod
     @lru_cache(maxsize=1)

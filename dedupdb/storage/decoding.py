@@ -7,10 +7,13 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
+from dedupdb import compiled
+
 
 def decoder() -> ModuleType | None:
-    """fastdecode.py where numba is loaded already and compiled code can be kept, else None (numpy's path)."""
-    if "numba" not in sys.modules:
+    """fastdecode.py where numba is loaded already and compiled code can be kept, else None (numpy's path); None
+too while this process awaits another's compiling it (compiled.py)."""
+    if "numba" not in sys.modules or compiled.awaiting():
         return None
     try:
         from dedupdb.storage import fastdecode

@@ -1,0 +1,91 @@
+"""Whether the compiled code (sketching, verifying, decoding: fastsketch.py, fastverify.py, fastdecode.py) is in
+numba's cache yet, without loading numba to find out: a mark beside numba's files says so.
+
+The first add after an install finds no mark. A process of the lowest priority then compiles all three
+(workers.compile_detached), and the add's processes await it (await_compiled): they take numpy's paths, which give
+the same results, until the mark appears, then load the compiled code from the cache. Compiling in the add's own
+processes instead cost its two cores some 17 seconds of CPU (docs/benchmarks.md, the first add).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+import xxhash
+
+from dedupdb.config import cache_dir
+
+_SOURCES = ("sketch/fastsketch.py", "sketch/fastverify.py", "storage/fastdecode.py")
+# How often a process awaiting the compiled code looks for the mark (a stat of a file).
+_CHECK_SECONDS = 0.2
+
+
+def _stamp() -> str:
+    """The sources, numba's version and Python's: an edit or an upgrade of any wants another compile."""
+    package = Path(__file__).parent
+    parts = []
+    for name in _SOURCES:
+        try:
+            stat = (package / name).stat()
+            parts.append(f"{package / name}:{stat.st_mtime_ns}:{stat.st_size}")
+        except OSError:
+            parts.append(f"{package / name}:0:0")
+    try:
+        parts.append(metadata.version("numba"))
+    except metadata.PackageNotFoundError:
+        parts.append("")
+    return ":".join([*parts, sys.version])
+
+
+@lru_cache(maxsize=1)
+def marker() -> Path:
+    """The mark that says the compiled code of these sources is in numba's cache (jit.py's folder)."""
+    folder = Path(os.environ["NUMBA_CACHE_DIR"]) if "NUMBA_CACHE_DIR" in os.environ else cache_dir() / "numba"
+    return folder / f"dedupdb-compiled-{xxhash.xxh64_hexdigest(_stamp().encode())}"
+
+
+def compiling_mark() -> Path:
+    """A file that says a process is compiling into numba's cache now (workers.compile_detached)."""
+    mark = marker()
+    return mark.with_name(mark.name + ".compiling")
+
+
+def cached() -> bool:
+    """Whether the compiled code is in numba's cache (loading it then takes about a second, compiling it many)."""
+    return marker().exists()
+
+
+def mark_cached() -> None:
+    """Say the compiled code is in numba's cache: called once all of it has been loaded."""
+    try:
+        marker().parent.mkdir(parents=True, exist_ok=True)
+        marker().touch()
+    except OSError:  # a cache folder that cannot take the mark: processes then compile for themselves, as before
+        pass
+
+
+_awaiting = False
+_checked = 0.0
+
+
+def await_compiled() -> None:
+    """Take numpy's paths in this process until another process has put the compiled code in numba's cache."""
+    global _awaiting, _checked
+    _awaiting, _checked = True, 0.0
+
+
+def awaiting() -> bool:
+    """Whether this process awaits the compiled code still: True from await_compiled until the mark appears
+    (looked for at most every _CHECK_SECONDS)."""
+    global _awaiting, _checked
+    if _awaiting:
+        now = time.monotonic()
+        if now - _checked >= _CHECK_SECONDS:
+            _checked = now
+            _awaiting = not cached()
+    return _awaiting
