@@ -467,3 +467,36 @@ def test_character_views_compare_below_the_lower_of_the_two_limits():
     c = np.array(short, np.uint32)  # no character view: token n-grams alone
     assert view_limit(c) == 0 and view_overlap(a, c, 1024) == (1.0, 16, 16)
     assert view_overlap(a, b, 4)[2] == 4  # sketches of more than k: the sampled union, as it is
+
+
+def test_the_shipped_word_table_is_the_one_the_installed_lists_give():
+    """The package ships the SimHash word table (weights.SHIPPED_TABLES) so that no process derives it; it must be
+    what the lists of the pyspellchecker installed give, entry for entry. After the dependency moves, run
+    scripts/derive_word_weights.py."""
+    from dedupdb.text import weights
+
+    shipped = np.load(weights.SHIPPED_TABLES / weights.word_table_name(), allow_pickle=False)
+    derived = weights._derived_table()
+    assert shipped.dtype == derived.dtype and len(shipped) == len(derived)
+    assert np.array_equal(shipped["hash"], derived["hash"]) and np.array_equal(shipped["weight"], derived["weight"])
+
+
+def test_the_shipped_word_table_is_taken_before_the_cache_folder(tmp_path, monkeypatch):
+    """A table left in the cache folder by another version of the code is not what the weights are: the shipped
+    one is taken first."""
+    from dedupdb.text import weights
+
+    stale = np.zeros(3, [("hash", "<u8"), ("weight", "<f8")])
+    stale["hash"] = [1, 2, 3]
+    monkeypatch.setattr("dedupdb.config.cache_dir", lambda: tmp_path)
+    np.save(tmp_path / weights.word_table_name(), stale, allow_pickle=False)
+    weights._word_table.cache_clear()
+    try:
+        keys, _ = weights._word_table()
+        assert len(keys) > 100_000
+        monkeypatch.setattr(weights, "SHIPPED_TABLES", tmp_path / "none")
+        weights._word_table.cache_clear()
+        keys, _ = weights._word_table()
+        assert keys.tolist() == [1, 2, 3]  # without a shipped table, the cache folder's
+    finally:
+        weights._word_table.cache_clear()

@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 import xxhash
 
+from dedupdb import compiled
 from dedupdb.config import (
     COMMIT_SECONDS,
     INGEST_BATCH,
@@ -408,8 +409,10 @@ class Ingest:
             # Plainly a large add: the workers start before this process sketches anything, so they are forked
             # small (a process that has sketched Chinese holds jieba's dictionary, and every fork a copy), but
             # with numba, which each worker loads for the compiled sketching: loaded here first, its pages are
-            # shared with them, and this process verifies and decodes compiled from its first batch.
-            _load_numba()
+            # shared with them, and this process verifies and decodes compiled from its first batch. Not where the
+            # compiled code is still to be compiled (the first add after an install): all take numpy's paths then.
+            if compiled.cached():
+                _load_numba()
             self._start_pool()
         with self.store.grouped_commits(COMMIT_SECONDS):
             try:

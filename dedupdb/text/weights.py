@@ -165,26 +165,40 @@ def word_table() -> tuple[NDArray[np.uint64], NDArray[np.float64]]:
     return _word_table()
 
 
-@lru_cache(maxsize=1)
-def _word_table() -> tuple[NDArray[np.uint64], NDArray[np.float64]]:
-    """(sorted token hashes, their weights): read from the cache folder, or derived from the lists (a second or two,
-    once a machine) and kept there. Loaded when a text first needs it: a query too short for SimHash never does."""
+def word_table_name() -> str:
+    """The file name of the table derived from the lists of the pyspellchecker installed."""
     from importlib.metadata import version
 
+    return f"word-weights-{_TABLE_VERSION}-pyspellchecker-{version('pyspellchecker')}.npy"
+
+
+# The table as derived from the lists of the pyspellchecker the dependencies name, shipped with the package
+# (scripts/derive_word_weights.py writes it; tests/test_signatures.py checks it against a derivation): deriving it
+# took every process of the first add after an install 1.8 s of CPU, a third of that add's time on two cores.
+SHIPPED_TABLES = Path(__file__).parent / "tables"
+
+
+@lru_cache(maxsize=1)
+def _word_table() -> tuple[NDArray[np.uint64], NDArray[np.float64]]:
+    """(sorted token hashes, their weights): the table shipped for the pyspellchecker installed, else one read from
+    the cache folder, or derived from the lists (a second or two, once a machine) and kept there. Loaded when a
+    text first needs it: a query too short for SimHash never does."""
     from dedupdb.config import cache_dir
 
-    path = cache_dir() / f"word-weights-{_TABLE_VERSION}-pyspellchecker-{version('pyspellchecker')}.npy"
-    try:
-        table = np.load(path, allow_pickle=False)
-        return table["hash"].copy(), table["weight"].copy()
-    except (OSError, ValueError, KeyError):
-        pass
+    name = word_table_name()
+    for path in (SHIPPED_TABLES / name, cache_dir() / name):
+        try:
+            table = np.load(path, allow_pickle=False)
+            return table["hash"].copy(), table["weight"].copy()
+        except (OSError, ValueError, KeyError):
+            pass
     table = _derived_table()
-    _keep(path, table)
+    _keep(cache_dir() / name, table)
     return table["hash"].copy(), table["weight"].copy()
 
 
 def _derived_table() -> np.ndarray:
+    """The table derived from pyspellchecker's lists, as its structured array (hash, weight)."""
     import gzip
 
     import spellchecker
