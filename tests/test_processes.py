@@ -769,5 +769,14 @@ def test_the_compile_runs_once_at_the_lowest_priority_and_clears_its_mark(tmp_pa
         # The session's group niced too: else the kernel gives it the share of any session (half of two cores).
         assert pid != os.getpid() and priority == 19 and group_priority == 19
         assert not compiled.compiling_mark().exists()
+        # For a large add, the process is niced within its session alone, which keeps the share of one.
+        out.unlink()
+        assert compile_detached(record_compile, soon=True)
+        for _ in range(200):
+            if out.exists() and not compiled.compiling_mark().exists():
+                break
+            time.sleep(0.05)
+        pid, priority, group_priority = map(int, out.read_text().split())
+        assert priority == 19 and (group_priority == 0 or not os.path.exists("/proc/self/autogroup"))
     finally:
         compiled.marker.cache_clear()

@@ -53,7 +53,7 @@ from dedupdb.ingest.mail import MAIL_FORMATS, MessageKeys, mail_format, messages
 from dedupdb.ingest.readers import file_decoded
 from dedupdb.ingest.sources import Candidate, Skipped, WalkRules, read_bytes, readable_name, walk
 from dedupdb.ingest.summary import STDIN_NAME, AddSummary, Progress
-from dedupdb.ingest.workers import PendingWork, Work, WorkPool, default_workers
+from dedupdb.ingest.workers import COMPILE_SOON_BYTES, PendingWork, Work, WorkPool, default_workers
 from dedupdb.sketch.fingerprint import Fingerprinter, Sketch, load_compiled, sketch_texts
 from dedupdb.storage.contents import stored_columns
 from dedupdb.storage.rows import FileRow
@@ -357,7 +357,8 @@ class Ingest:
             apply(pending.result())
 
     def _start_pool(self) -> None:
-        self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled)
+        self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled,
+                              compile_soon=self._bytes_total >= COMPILE_SOON_BYTES)
         # While the workers load the compiled sketching and sketch the first batch (two seconds or more on two
         # cores, this process idle), it loads its own compiled code, which that batch's writing would wait for.
         self._warming = threading.Thread(target=self.indexer.load_compiled, name="dedupdb-warm-up", daemon=True)
