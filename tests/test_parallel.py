@@ -177,3 +177,30 @@ def test_workers_sketch_while_another_process_compiles(tmp_path, monkeypatch):
         assert all((a.minhash == b.minhash).all() and (a.sketch == b.sketch).all() for a, b in zip(sketched, local))
     time.sleep(0.25)  # past the interval between looks for the mark
     assert not compiled.awaiting() and decoding.decoder() is not None  # this process takes it too, never compiled it
+
+
+def test_an_add_that_awaited_the_compiled_code_takes_it_once_it_is_there(monkeypatch):
+    """The writing process of a first add takes numpy's paths while another process compiles; at the first batch
+    after the compiled code is in numba's cache it loads it (verifying and decoding), once."""
+    from dedupdb import compiled
+
+    loads = []
+
+    class Indexer:
+        settings = Settings()
+
+        def load_compiled(self):
+            loads.append(compiled.awaiting())
+
+    ingest = pipeline.Ingest.__new__(pipeline.Ingest)
+    ingest.indexer, ingest._workers, ingest._pool, ingest._batches, ingest._in_flight = Indexer(), 0, None, 0, None
+    ingest._awaited = True
+    done = []
+    waiting = [True]
+    monkeypatch.setattr(compiled, "awaiting", lambda: waiting[0])
+    ingest.submit(lambda settings, items: items, [1], done.extend)
+    assert loads == [] and done == [1]
+    waiting[0] = False
+    ingest.submit(lambda settings, items: items, [2], done.extend)
+    ingest.submit(lambda settings, items: items, [3], done.extend)
+    assert loads == [False] and done == [1, 2, 3]

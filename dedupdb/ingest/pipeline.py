@@ -327,6 +327,7 @@ class Ingest:
         self._workers = default_workers() if workers is None else workers
         self._pool: WorkPool | None = None
         self._warming: threading.Thread | None = None
+        self._awaited = False  # the pool started before the compiled code was in numba's cache (compiled.py)
         self._batches = 0
         self._in_flight: tuple[PendingWork, Callable] | None = None
         self._progress: Progress | None = None
@@ -343,6 +344,8 @@ class Ingest:
         self._batches += 1
         if self._pool is None and self._workers > 0 and self._batches >= 2:
             self._start_pool()
+        if self._awaited and not compiled.awaiting():
+            self._take_compiled()
         pending = self._pool.submit(work, items, **parts) if self._pool else None
         self._drain()
         if pending is None:
@@ -359,10 +362,18 @@ class Ingest:
     def _start_pool(self) -> None:
         self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled,
                               compile_soon=self._bytes_total >= COMPILE_SOON_BYTES)
+        self._awaited = compiled.awaiting()
         # While the workers load the compiled sketching and sketch the first batch (two seconds or more on two
         # cores, this process idle), it loads its own compiled code, which that batch's writing would wait for.
         self._warming = threading.Thread(target=self.indexer.load_compiled, name="dedupdb-warm-up", daemon=True)
         self._warming.start()
+
+    def _take_compiled(self) -> None:
+        """The compiled code this add awaited is in numba's cache now (another process compiled it): load it, so
+        that the rest of a large first add verifies and decodes compiled, as the workers now sketch."""
+        self._awaited = False
+        _load_numba()
+        self.indexer.load_compiled()
 
     def _close_pool(self) -> None:
         if self._pool is not None:
