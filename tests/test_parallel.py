@@ -48,15 +48,29 @@ def test_ingest_with_workers_matches_ingest_without(tmp_path, monkeypatch):
     assert len(results[0][1]) >= 3
 
 
+def _compiled_in_cache() -> None:
+    """Put the compiled code in numba's cache, as the first add's compiling process leaves it (a fresh machine has
+    none, and a test of what an add does with it must not depend on the tests before it)."""
+    import subprocess
+    import sys
+
+    ready = subprocess.run([sys.executable, "-c", "from dedupdb.ingest.workers import compile_everything\n"
+                            "compile_everything()"], capture_output=True, text=True, timeout=300)
+    assert ready.returncode == 0, ready.stderr
+
+
 def test_a_large_add_starts_its_workers_before_sketching_anything(tmp_path):
     """Above POOL_AT_ONCE_BYTES the first batch goes to the workers too: this process never sketches, so it never
     loads jieba for Chinese text (nor does a fork inherit it); a small add sketches its one batch itself. Numba
-    is loaded before the workers are forked, so that they share it with this process rather than each load a
-    copy (they load it anyway, for the compiled sketching)."""
+    and the compiled sketching are loaded before the workers are forked, so that they share them with this
+    process rather than each load a copy."""
     import subprocess
     import sys
 
     from dedupdb.ingest import workers as parallel
+
+    pytest.importorskip("numba")
+    _compiled_in_cache()
 
     long_chinese = CHINESE * 6  # long enough for a SimHash, which segments words with jieba
     lines = [json.dumps({"id": i, "text": f"{long_chinese} 第{i}次"}, ensure_ascii=False) for i in range(parallel._MIN_PARALLEL + 10)]
@@ -65,11 +79,11 @@ def test_a_large_add_starts_its_workers_before_sketching_anything(tmp_path):
         "import sys, dedupdb; from dedupdb.ingest import pipeline; from dedupdb.ingest.records import RecordOptions; "
         f"pipeline.POOL_AT_ONCE_BYTES = int(sys.argv[1]); db = dedupdb.open(sys.argv[2]); "
         f"s = db.add([{str(path)!r}], records=RecordOptions('jsonl', id_field='id'), workers=1); "
-        "print(s.records, 'jieba' in sys.modules, 'numba' in sys.modules)"
+        "print(s.records, 'jieba' in sys.modules, 'numba' in sys.modules, 'dedupdb.sketch.fastsketch' in sys.modules)"
     )
     large = subprocess.run([sys.executable, "-c", code, "1000", str(tmp_path / "a.db")], capture_output=True, text=True)
     small = subprocess.run([sys.executable, "-c", code, str(1 << 40), str(tmp_path / "b.db")], capture_output=True, text=True)
-    assert large.stdout.split() == [str(len(lines)), "False", "True"], large.stderr
+    assert large.stdout.split() == [str(len(lines)), "False", "True", "True"], large.stderr
     assert small.stdout.split()[:2] == [str(len(lines)), "True"], small.stderr
 
 
@@ -104,10 +118,7 @@ def test_workers_load_the_compiled_sketching_as_they_start():
         "           for a, b in zip(remote, local))\n"
         "print(all(first), 'dedupdb.sketch.fastsketch' in sys.modules, same)\n"
     )
-    # The compiled code in the cache first, as the first add's compiling process leaves it: a fresh machine has none.
-    ready = subprocess.run([sys.executable, "-c", "from dedupdb.ingest.workers import compile_everything\n"
-                            "compile_everything()"], capture_output=True, text=True, timeout=300)
-    assert ready.returncode == 0, ready.stderr
+    _compiled_in_cache()
     done = subprocess.run([sys.executable, "-c", code, ENGLISH, CHINESE], capture_output=True, text=True, timeout=300)
     assert done.stdout.split() == ["True", "False", "True"], done.stderr
 

@@ -420,11 +420,13 @@ class Ingest:
         if self._workers > 0 and self._bytes_total >= POOL_AT_ONCE_BYTES:
             # Plainly a large add: the workers start before this process sketches anything, so they are forked
             # small (a process that has sketched Chinese holds jieba's dictionary, and every fork a copy), but
-            # with numba, which each worker loads for the compiled sketching: loaded here first, its pages are
-            # shared with them, and this process verifies and decodes compiled from its first batch. Not where the
-            # compiled code is still to be compiled (the first add after an install): all take numpy's paths then.
+            # with numba and the compiled sketching: loaded here first, their pages are shared with the workers
+            # (75 MiB of PSS a worker against 103 when each loaded its own), and this process verifies and decodes
+            # compiled from its first batch. Not where the compiled code is still to be compiled (the first add
+            # after an install): all take numpy's paths then.
             if compiled.cached():
                 _load_numba()
+                load_compiled()
             self._start_pool()
         with self.store.grouped_commits(COMMIT_SECONDS):
             try:
