@@ -54,8 +54,8 @@ def _compiled_in_cache() -> None:
     import subprocess
     import sys
 
-    ready = subprocess.run([sys.executable, "-c", "from dedupdb.ingest.workers import compile_everything\n"
-                            "compile_everything()"], capture_output=True, text=True, timeout=300)
+    code = "from dedupdb.ingest.workers import compile_everything\ncompile_everything()"
+    ready = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     assert ready.returncode == 0, ready.stderr
 
 
