@@ -215,3 +215,28 @@ def test_an_add_that_awaited_the_compiled_code_takes_it_once_it_is_there(monkeyp
     ingest.submit(lambda settings, items: items, [2], done.extend)
     ingest.submit(lambda settings, items: items, [3], done.extend)
     assert loads == [False] and done == [1, 2, 3]
+
+
+def test_a_large_batch_query_loads_the_compiled_code_before_it_forks(tmp_path):
+    """query_many of more texts than a batch loads numba and the compiled sketching before its workers are forked,
+    as a large add does: they share them, and this process decodes the index and verifies compiled (on numpy's
+    path, decoding took a third of a batch query's time). Answers as query() gives them."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba")
+    _compiled_in_cache()
+    paths = [write(tmp_path / f"t{i}.txt", f"{ENGLISH} {i}") for i in range(5)]
+    with dedupdb.open(tmp_path / "q.db") as db:
+        db.add(paths, workers=0)
+    code = (
+        "import sys, dedupdb; db = dedupdb.open(sys.argv[1], create=False); "
+        "texts = [sys.argv[2] + ' 1', sys.argv[3]] * 2100; "
+        "answers = list(db.query_many(iter(texts), workers=1)); "
+        "print([h.key for h in answers[0].hits] == [h.key for h in db.query(texts[0])] != [], "
+        "'numba' in sys.modules, 'dedupdb.sketch.fastsketch' in sys.modules, "
+        "'dedupdb.storage.fastdecode' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "q.db"), ENGLISH, ENGLISH_OTHER],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.stdout.split() == ["True"] * 4, done.stderr

@@ -53,7 +53,7 @@ from dedupdb.ingest.mail import MAIL_FORMATS, MessageKeys, mail_format, messages
 from dedupdb.ingest.readers import file_decoded
 from dedupdb.ingest.sources import Candidate, Skipped, WalkRules, read_bytes, readable_name, walk
 from dedupdb.ingest.summary import STDIN_NAME, AddSummary, Progress
-from dedupdb.ingest.workers import COMPILE_SOON_BYTES, PendingWork, Work, WorkPool, default_workers
+from dedupdb.ingest.workers import COMPILE_SOON_BYTES, PendingWork, Work, WorkPool, default_workers, load_numba
 from dedupdb.sketch.fingerprint import Fingerprinter, Sketch, load_compiled, sketch_texts
 from dedupdb.storage.contents import stored_columns
 from dedupdb.storage.rows import FileRow
@@ -264,23 +264,6 @@ def read_messages(settings: Settings, jobs: list[tuple[bytes | None, int, float]
     return out
 
 
-def _load_numba() -> None:
-    """Import numba (as the compiled modules do, through dedupdb.jit), without the scipy.linalg it would import
-    for BLAS, which no compiled code here calls (16 MB a process); nothing where it cannot be loaded."""
-    import sys
-
-    spare = "numba" not in sys.modules and "scipy.linalg" not in sys.modules
-    if spare:
-        sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
-    try:
-        import dedupdb.jit  # noqa: F401
-    except ImportError:
-        pass
-    finally:
-        if spare and "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
-            del sys.modules["scipy.linalg"]
-
-
 def message_documents(
     read: MessageRead, own_key: str, own_id: str, file_id: int, mtime_ns: int, failed: list[tuple[str, str]]
 ) -> list[NewDocument]:
@@ -372,7 +355,7 @@ class Ingest:
         """The compiled code this add awaited is in numba's cache now (another process compiled it): load it, so
         that the rest of a large first add verifies and decodes compiled, as the workers now sketch."""
         self._awaited = False
-        _load_numba()
+        load_numba()
         self.indexer.load_compiled()
 
     def _close_pool(self) -> None:
@@ -425,7 +408,7 @@ class Ingest:
             # compiled from its first batch. Not where the compiled code is still to be compiled (the first add
             # after an install): all take numpy's paths then.
             if compiled.cached():
-                _load_numba()
+                load_numba()
                 load_compiled()
             self._start_pool()
         with self.store.grouped_commits(COMMIT_SECONDS):

@@ -181,6 +181,22 @@ def _lowest_priority() -> None:
         pass
 
 
+def load_numba() -> None:
+    """Import numba (as the compiled modules do, through dedupdb.jit), without the scipy.linalg it would import
+    for BLAS, which no compiled code here calls (16 MB a process); nothing where it cannot be loaded. For a process
+    that runs dedupdb's work alone, before it forks workers: they share its pages."""
+    spare = "numba" not in sys.modules and "scipy.linalg" not in sys.modules
+    if spare:
+        sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
+    try:
+        import dedupdb.jit  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        if spare and "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
+            del sys.modules["scipy.linalg"]
+
+
 def _started(settings: Settings, items: list) -> list:
     """The pool's first task: submitted as it is made, so that its workers are forked (and warm up) at once."""
     return items
