@@ -735,3 +735,33 @@ def test_compiled_block_packing_gives_next_blocks_bytes(monkeypatch, whole):
             for blob, count in zip(blobs, np.diff(bounds).tolist()):
                 seen.add(len(blob) // count)  # the width: a split block's leading byte is less than an entry
     assert seen == {4, 5, 6, 8}
+
+
+def test_compiled_covering_blocks_gives_numpys_positions(monkeypatch):
+    """The blocks a lookup reads, found compiled (fastdecode.covering_blocks, galloping from range to range) and by
+    numpy (two binary searches a range, then a sort): the same positions, each once, in order, for ranges before,
+    between, on and after the blocks' first entries, wide and narrow, sorted or not (numpy's then)."""
+    pytest.importorskip("numba")
+    from dedupdb.storage import decoding, fastdecode
+
+    rng = np.random.default_rng(7)
+    cases = 0
+    for _ in range(300):
+        firsts = np.unique(rng.integers(0, 1 << 20, int(rng.choice([0, 1, 2, 5, 40, 500])), dtype=np.int64))
+        lows = np.sort(rng.integers(-10, (1 << 20) + 10, int(rng.choice([0, 1, 2, 3, 30, 400])), dtype=np.int64))
+        if len(firsts) and rng.random() < 0.3:  # ranges starting exactly at blocks' first entries
+            lows = np.sort(np.concatenate((lows, rng.choice(firsts, 5))))
+        highs = lows + rng.integers(0, int(rng.choice([1, 100, 1 << 16])), len(lows), dtype=np.int64)
+        orders = [(lows, highs)]
+        if len(lows) > 2:
+            shuffled = rng.permutation(len(lows))
+            orders.append((lows[shuffled], highs[shuffled]))
+        for low, high in orders:
+            monkeypatch.setattr(decoding, "decoder", lambda: None)
+            expected = block_codec.covering_blocks(firsts, low, high)
+            monkeypatch.setattr(decoding, "decoder", lambda: fastdecode)
+            found = block_codec.covering_blocks(firsts, low, high)
+            assert found.tolist() == expected.tolist()
+            cases += len(expected) > 0
+    assert cases > 100
+    assert fastdecode.covering_blocks(np.array([5, 9]), np.array([9, 5]), np.array([9, 5])) is None  # out of order

@@ -221,6 +221,26 @@ def decode_blocks(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
 
 
 
+def covering_blocks(firsts: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
+    """Positions (in order, each once) of the blocks, by their sorted first entries, that may hold an entry within
+    some range [lows[i], highs[i]]: those from the last block starting at or below lows[i] through the last
+    starting at or below highs[i]."""
+    if len(firsts) == 0:
+        return np.empty(0, np.int64)
+    fast = decoding.decoder()
+    if fast is not None and len(lows) > 1:
+        positions = fast.covering_blocks(firsts, lows, highs)
+        if positions is not None:
+            return positions
+    first = np.searchsorted(firsts, lows, "right") - 1
+    last = np.searchsorted(firsts, highs, "right") - 1
+    live = last >= 0
+    first, last = np.maximum(first[live], 0), last[live]
+    if len(first) == 0:
+        return np.empty(0, np.int64)
+    return distinct(ranges(first, last - first + 1))
+
+
 def in_ranges(data: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
     """The entries of sorted data within any of the ranges [lows[i], highs[i]] (lows sorted, ranges disjoint)."""
     fast = decoding.decoder()

@@ -243,6 +243,34 @@ def in_ranges(data: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndarr
     return _in_ranges(_int64s(data), _int64s(lows), _int64s(highs))
 
 
+@njit(types.Tuple((_i64s, types.boolean))(_sorted, _i64s, _i64s), cache=True)
+def _covering_blocks(firsts, lows, highs):
+    """blocks.covering_blocks for lows in order (else not done: False), galloping through the blocks' first
+    entries from one range to the next; each block once, in order."""
+    out = np.empty(len(firsts), np.int64)
+    n, at, free = 0, 0, 0  # free: the first position not given yet
+    for r in range(len(lows)):
+        if r and lows[r] < lows[r - 1]:
+            return out[:0], False
+        at = _first_after(firsts, lows[r], at, False)  # the blocks whose first entry is at most lows[r]
+        last = _first_after(firsts, highs[r], at, False) - 1
+        if last < 0:
+            continue
+        for position in range(max(at - 1, free, 0), last + 1):
+            out[n] = position
+            n += 1
+        free = max(free, last + 1)
+    return out[:n], True
+
+
+def covering_blocks(firsts: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndarray | None:
+    """blocks.covering_blocks, compiled, for lows in order; None for lows out of order. A batch query asks it for
+    hundreds of thousands of ranges a run (two binary searches of numpy's a range and a sort took a sixth of its
+    time)."""
+    positions, done = _covering_blocks(_int64s(firsts), _int64s(lows), _int64s(highs))
+    return positions if done else None
+
+
 @njit(types.void(types.uint8[::1], _i64s, types.int64), cache=True)
 def _set_slots(bits, entries, shift):
     for entry in entries:

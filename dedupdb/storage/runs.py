@@ -36,7 +36,7 @@ import numpy as np
 from dedupdb.storage import blocks as block_codec
 from dedupdb.storage import decoding
 from dedupdb.storage.entries import CONTENT_ID_BITS
-from dedupdb.text.hashing import distinct, distinct_of_sorted, ranges
+from dedupdb.text.hashing import distinct, distinct_of_sorted
 
 # A run of at most this many entries is kept in memory whole once an ingest probes it (32 MiB): the small runs,
 # the newest rows, are where most probes of a growing store land, and the levels below it take at most 3 x 5.2
@@ -585,15 +585,7 @@ class _RunReader:
 
 def _covering_blocks(run: _Run, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
     """Positions (in run order) of the blocks that may hold an entry within some range [lows[i], highs[i]]."""
-    if len(run.firsts) == 0:
-        return np.empty(0, np.int64)
-    first = np.searchsorted(run.firsts, lows, "right") - 1
-    last = np.searchsorted(run.firsts, highs, "right") - 1
-    live = last >= 0
-    first, last = np.maximum(first[live], 0), last[live]
-    if len(first) == 0:
-        return np.empty(0, np.int64)
-    return distinct(ranges(first, last - first + 1))
+    return block_codec.covering_blocks(run.firsts, lows, highs)
 
 
 def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
