@@ -182,19 +182,14 @@ def _lowest_priority() -> None:
 
 
 def load_numba() -> None:
-    """Import numba (as the compiled modules do, through dedupdb.jit), without the scipy.linalg it would import
-    for BLAS, which no compiled code here calls (16 MB a process); nothing where it cannot be loaded. For a process
-    that runs dedupdb's work alone, before it forks workers: they share its pages."""
-    spare = "numba" not in sys.modules and "scipy.linalg" not in sys.modules
-    if spare:
-        sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
+    """Import numba (as the compiled modules do, through dedupdb.jit), before a process forks workers: they share
+    its pages. Nothing where it cannot be loaded. Numba looks for BLAS (scipy.linalg, 16 MB) when it first loads
+    compiled code, not at its import, so nothing is held back here: fingerprint.load_compiled holds it back, for
+    processes that run dedupdb's work alone; the process that forks may be a library user's."""
     try:
         import dedupdb.jit  # noqa: F401
     except ImportError:
         pass
-    finally:
-        if spare and "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
-            del sys.modules["scipy.linalg"]
 
 
 def _started(settings: Settings, items: list) -> list:
