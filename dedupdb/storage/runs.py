@@ -210,7 +210,7 @@ class Runs:
         # transaction roll back, this connection must read them again, not trust what it changed.
         self._changed()
         for run in list(runs.values()):
-            blocks = _covering_blocks(run, entries, entries)
+            blocks = block_codec.covering_blocks(run.firsts, entries, entries)
             if len(blocks) == 0:
                 continue
             removed = 0
@@ -399,7 +399,7 @@ class Runs:
             return np.empty(0, np.int64)
         if run.data is not None:
             return block_codec.in_ranges(run.data, lows, highs)
-        blocks = np.arange(len(run.block_ids)) if every_block else _covering_blocks(run, lows, highs)
+        blocks = np.arange(len(run.block_ids)) if every_block else block_codec.covering_blocks(run.firsts, lows, highs)
         if len(blocks) <= _READ_AT_ONCE:
             return self._read_joined(run.block_ids[blocks], lows, highs)
         # A batch of many keys may need most blocks of a large run: read them a bounded stretch at a time, each
@@ -581,11 +581,6 @@ class _RunReader:
         if len(self._loaded) == 0:
             self._load()
         return taken
-
-
-def _covering_blocks(run: _Run, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
-    """Positions (in run order) of the blocks that may hold an entry within some range [lows[i], highs[i]]."""
-    return block_codec.covering_blocks(run.firsts, lows, highs)
 
 
 def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
