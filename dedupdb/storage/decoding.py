@@ -12,7 +12,7 @@ from dedupdb import compiled
 
 def decoder() -> ModuleType | None:
     """fastdecode.py where numba is loaded already and compiled code can be kept, else None (numpy's path); None
-too while this process awaits another's compiling it (compiled.py)."""
+    too while this process awaits another's compiling it (compiled.py)."""
     if "numba" not in sys.modules or compiled.awaiting():
         return None
     try:
