@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -19,7 +20,7 @@ from dedupdb.config import (
     default_db_path,
 )
 from dedupdb.errors import DatabaseError, InputError, SettingsError
-from dedupdb.index.containment import shares_in
+from dedupdb.index.containment import shares_in, shares_of
 from dedupdb.index.grouping import DEFAULT_KEEP, keep_order, neighbours, stars
 from dedupdb.index.indexer import Indexer
 from dedupdb.index.lsh import (
@@ -166,7 +167,7 @@ class OptimizeSummary:
         return any(self.rewritten.values())
 
 
-@lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=16)
 def _banding(threshold: float, num_perm: int) -> Banding:
     return optimal_banding(threshold, num_perm)
 
@@ -407,9 +408,10 @@ class Database:
         workers: int | None = None,
     ) -> Iterator[QueryResult]:
         """query() of each text of a corpus, in order, without storing any: one QueryResult each, streamed. Texts are
-        strings (each's id is its position, from 0) or (id, text) pairs. They are sketched in batches by worker
-        processes (workers: as for add; 0: none) while the batch before is searched, and each batch is looked up
-        in the store together; a text query() refuses (empty, nothing to compare) comes back with its error."""
+        strings (each's id is its position, from 0) or (id, text) pairs. They are answered in batches, each looked up
+        in the store together; past the first batch, by worker processes (default: one per core; 0: none, all here)
+        that read the store as committed, each a part of a batch. A text query() refuses (empty, nothing to
+        compare) comes back with its error."""
         from dedupdb.ingest.querying import given_texts
 
         return self._answer_all(given_texts(texts), threshold, top, containment, workers)
@@ -446,16 +448,22 @@ class Database:
             raise InputError(f"containment must be in (0, 1], got {containment}")
 
     def _answer_all(self, items, threshold, top, containment, workers, large=False, progress=None) -> Iterator[QueryResult]:
-        from dedupdb.ingest.querying import sketched_batches
+        from dedupdb.ingest.querying import answered_batches
 
         self._check_query(containment)  # here too: before the first result is asked for
-        return self._answers(sketched_batches(self.settings, items, workers, large, progress=progress), threshold,
-                             top, containment)
+        # Workers answer from a read of the store of their own: the file this one is, as committed.
+        workers = (os.cpu_count() or 1) if workers is None else workers
+        there = functools.partial(_answer_in_worker, str(self.store.path), threshold, top, containment)
+        here = functools.partial(self._answer_here, threshold=threshold, top=top, containment=containment)
+        batches = answered_batches(self.settings, items, workers, here, there, large, progress)
+        return (answer for answers in batches for answer in answers)
 
-    def _answers(self, batches, threshold, top, containment) -> Iterator[QueryResult]:
-        for batch in batches:
-            with self.store.snapshot():  # a batch is answered from one state of the store
-                yield from self._answer_batch(batch, threshold, top, containment)
+    def _answer_here(self, items, threshold, top, containment) -> list[QueryResult]:
+        from dedupdb.ingest.querying import sketch_items
+
+        batch = sketch_items(self.settings, items)
+        with self.store.snapshot():  # a batch is answered from one state of the store
+            return self._answer_batch(batch, threshold, top, containment)
 
     def _answer_batch(self, batch, threshold, top, containment) -> list[QueryResult]:
         """query() of a batch of sketched texts, with every lookup made for all of them at once."""
@@ -471,7 +479,12 @@ class Database:
             held = finder.search_many(mines, probes, containment, sides)
         near = [_near_scores(m) for m in matches]
         finder.read_sides((cid for n, h in zip(near, held) for cid in _sides_wanted(n, h)), sides)
-        scores = [_scores(mine, n, h, sides, self.settings.sketch_size) for mine, n, h in zip(mines, near, held)]
+        # How much of each query its near-duplicates hold, counted for the whole batch at once.
+        holding = [[cid for cid in _sides_wanted(n, h) if cid in sides and cid in n] for n, h in zip(near, held)]
+        shares = shares_of([(mine, [sides[cid] for cid in cids]) for mine, cids in zip(mines, holding)],
+                           self.settings.sketch_size)
+        scores = [_scores(mine, n, h, sides, self.settings.sketch_size, dict(zip(cids, shared)))
+                  for mine, n, h, cids, shared in zip(mines, near, held, holding, shares)]
         documents: dict[int, list[DocumentRow]] = {}
         for doc in self.store.documents_of_contents(sorted({cid for s in scores for cid in s})):
             documents.setdefault(doc.content_id, []).append(doc)
@@ -852,6 +865,19 @@ class Database:
         return check_database(self)
 
 
+# The stores a worker process answers batch queries from, by path: opened once, for reading.
+_WORKER_STORES: dict[str, Database] = {}
+
+
+def _answer_in_worker(path: str, threshold, top, containment, settings: Settings, items) -> list[QueryResult]:
+    """A part of a batch query's batch, answered in a worker process (querying.answered_batches) from its own read
+    of the store."""
+    db = _WORKER_STORES.get(path)
+    if db is None:
+        db = _WORKER_STORES[path] = Database.open(path, create=False, readonly=True)
+    return db._answer_here(items, threshold, top, containment)
+
+
 def _near_scores(matches) -> dict[int, tuple]:
     """content id -> (jaccard, hamming, exact, containment) of a query's near-duplicates (containment of an exact
     copy is 1; of the others not known yet)."""
@@ -865,13 +891,15 @@ def _sides_wanted(scores: dict[int, tuple], held: dict[int, float]) -> list[int]
 
 
 def _scores(mine: Side, scores: dict[int, tuple], held: dict[int, float], sides: dict[int, Side],
-            sketch_size: int) -> dict[int, tuple]:
-    """A query's scores completed from the sides read: how much of the query each near-duplicate holds, and the
-    Jaccard of each text found only by containment."""
+            sketch_size: int, shares: dict[int, float | None] | None = None) -> dict[int, tuple]:
+    """A query's scores completed from the sides read: how much of the query each near-duplicate holds (shares,
+    when counted already), and the Jaccard of each text found only by containment."""
     scores = dict(scores)
     wanted = [cid for cid in _sides_wanted(scores, held) if cid in sides]
-    near = [cid for cid in wanted if cid in scores]  # near-duplicates: how much of the query each holds
-    for cid, share in zip(near, shares_in(mine, [sides[cid] for cid in near], sketch_size)):
+    if shares is None:
+        near = [cid for cid in wanted if cid in scores]  # near-duplicates: how much of the query each holds
+        shares = dict(zip(near, shares_in(mine, [sides[cid] for cid in near], sketch_size)))
+    for cid, share in shares.items():
         scores[cid] = (*scores[cid][:3], None if share is None else round(share, 4))
     for cid in wanted:
         if cid not in scores:

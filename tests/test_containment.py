@@ -106,6 +106,43 @@ def test_containment_is_exact_for_small_texts_and_uses_fingerprints_for_a_passag
     assert containment(viewed, large, 1024) == 1.0
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_shares_of_many_queries_are_containment_pair_by_pair(monkeypatch, compiled):
+    """The batch scoring (compiled where numba is loaded, else numpy a query) gives containment()'s number for every
+    pair: whole and sampled sketches, character views, empty sketches, missing fingerprints, a sample too small."""
+    from dedupdb.index import containment as finder
+    from dedupdb.sketch import fastverify
+
+    assert fastverify.held is not None  # numba is loaded: the compiled path is the one taken unless refused
+    if not compiled:
+        monkeypatch.setattr(finder, "compiled_verifying", lambda: None)
+    else:
+        calls = []
+        monkeypatch.setattr(finder, "compiled_verifying", lambda: calls.append(1) or fastverify)
+    rng = np.random.default_rng(7)
+    k = 64
+
+    def side(universe: int) -> Side:
+        shingles = int(rng.integers(0, 3 * k))
+        values = np.unique(rng.integers(0, universe, shingles).astype(np.uint32))
+        prints = None if rng.random() < 0.2 else np.unique(rng.integers(0, 60, int(rng.integers(0, 40))).astype(np.uint32))
+        return Side(len(values), values[:k], prints)
+
+    sides = [side(int(rng.choice([200, 2000, 200_000]))) for _ in range(120)]
+    sides.append(Side(0, np.empty(0, np.uint32), None))
+    asked = [(sides[q], [sides[int(o)] for o in rng.integers(0, len(sides), int(rng.integers(0, 9)))])
+             for q in range(len(sides))]
+    got = finder.shares_of(asked, k)
+    expected = [[containment(query, other, k) for other in others] for query, others in asked]
+    assert got == expected
+    kinds = {(q.shingles <= k, o.shingles <= k) for q, others in asked for o in others}
+    assert kinds == {(True, True), (True, False), (False, True), (False, False)}
+    assert any(s is None for row in got for s in row) and any(s == 1.0 for row in got for s in row)
+    assert finder.shares_in(asked[3][0], asked[3][1], k) == expected[3]
+    if compiled:
+        assert calls
+
+
 # --- document pairs -----------------------------------------------------------------------------------------
 
 

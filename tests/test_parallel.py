@@ -219,8 +219,8 @@ def test_an_add_that_awaited_the_compiled_code_takes_it_once_it_is_there(monkeyp
 
 def test_a_large_batch_query_loads_the_compiled_code_before_it_forks(tmp_path):
     """query_many of more texts than a batch loads numba and the compiled sketching before its workers are forked,
-    as a large add does: they share them, and this process decodes the index and verifies compiled (on numpy's
-    path, decoding took a third of a batch query's time). Answers as query() gives them."""
+    as a large add does: they share them, and answer compiled, as this process did its first batch. Answers as
+    query() gives them."""
     import subprocess
     import sys
 

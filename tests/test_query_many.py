@@ -84,12 +84,20 @@ def test_query_many_equals_single_queries(store, monkeypatch, options):
     assert any(r.hits for r in dedupdb.open(store).query_many(texts, workers=0))
 
 
-def test_query_many_in_worker_processes(store, monkeypatch):
-    # Batches of at least 64 texts go to the workers (smaller ones are sketched in this process).
+@pytest.mark.parametrize("workers", [1, 2])
+def test_query_many_in_worker_processes(store, monkeypatch, workers):
+    """The first batch is answered here; the workers answer the rest, each a part of every batch, from their own
+    read of the store, and the answers are query()'s, in order."""
     monkeypatch.setattr(querying, "QUERY_BATCH", 80)
-    texts = (_queries() * 6)[:170]
+    answered_here = []
+    answer_here = dedupdb.Database._answer_here
+    monkeypatch.setattr(dedupdb.Database, "_answer_here",
+                        lambda self, items, *a, **k: answered_here.append(len(items)) or answer_here(self, items, *a, **k))
+    texts = (_queries() * 12)[:250]
     with dedupdb.open(store) as db:
-        _assert_same(db, texts, db.query_many(texts, workers=1))
+        results = list(db.query_many(texts, workers=workers))
+        assert answered_here == [80]  # the workers' answers are counted in their own copies of this list
+        _assert_same(db, texts, results)
 
 
 @hypothesis_settings(max_examples=40, deadline=None,

@@ -480,7 +480,7 @@ def query(
     text_field: Optional[str] = typer.Option(None, "--text-field", help="JSONL key or CSV column holding the text."),
     id_field: Optional[str] = typer.Option(None, "--id-field", help="JSONL key or CSV column holding the record id."),
     workers: Optional[int] = typer.Option(
-        None, "--workers", min=0, help="With --records: processes sketching texts, 0 for none \\[default: cores - 1]."
+        None, "--workers", min=0, help="With --records: processes answering the records, 0 for none \\[default: cores]."
     ),
 ) -> None:
     """Find stored documents that are near-duplicates of a text, or that contain it; exact copies first, then by

@@ -1,14 +1,15 @@
-"""The texts of a batch query (Database.query_many): read from a record file or given, sketched batch by batch in
-worker processes, never stored.
+"""The texts of a batch query (Database.query_many): read from a record file or given, and answered batch by batch
+in worker processes (each sketches its part of a batch, and searches the store for it), never stored.
 
-One batch is sketched while the one before it is searched and answered, as an add writes one batch while the next
-is sketched; only those two batches are held, so a corpus of any length streams through in bounded memory.
+While the workers answer one batch the next is handed out, so none waits; only those two batches are held, so a
+corpus of any length streams through in bounded memory.
 """
 
 from __future__ import annotations
 
 import io
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from dedupdb.ingest.records import (
     sniff_encoding,
 )
 from dedupdb.ingest.sources import readable_name
-from dedupdb.ingest.workers import WorkPool, default_workers, load_numba
+from dedupdb.ingest.workers import PendingWork, WorkPool, load_numba
 from dedupdb.sketch.fingerprint import Sketch, load_compiled, query_runs, sketch_texts
 from dedupdb.text.normalize import normalize_lines
 
@@ -105,27 +106,39 @@ def given_texts(texts: Iterable[str | tuple[str, str]]) -> Iterator[QueryText]:
             raise InputError(f"query_many takes texts or (id, text) pairs; item {position} is {type(item).__name__}")
 
 
-def sketched_batches(
-    settings: Settings, items: Iterator[QueryText], workers: int | None = None, large: bool = False,
-    batch: int | None = None, progress: Callable[[QueryText], None] | None = None,
-) -> Iterator[list[tuple[QueryText, SketchedQuery | None]]]:
-    """The items in batches, each text with its sketch (None for a bad record). The workers sketch batch N while the
-    caller handles batch N - 1; they start at once for a large input, else with the second batch. progress is
-    called with the last item of each batch handed back."""
-    workers = default_workers() if workers is None else workers
+def sketch_items(settings: Settings, items: list[QueryText]) -> list[tuple[QueryText, SketchedQuery | None]]:
+    """Each item with its sketch (None for a bad record)."""
+    sketched = iter(sketch_queries(settings, [item.text for item in items if item.error is None]))
+    return [(item, next(sketched) if item.error is None else None) for item in items]
+
+
+def answered_batches(
+    settings: Settings, items: Iterator[QueryText], workers: int, here: Callable[[list[QueryText]], list],
+    there: Callable[[Settings, list[QueryText]], list], large: bool = False,
+    progress: Callable[[QueryText], None] | None = None,
+) -> Iterator[list]:
+    """The answers to the items, batch by batch, in order. here(batch) answers a batch in this process; there
+    (a module-level function, or a partial of one) answers a part of one in a worker, which reads the store
+    itself. With workers, every batch is shared out among them while the batch before it is still being
+    answered, so that no worker waits; they start at once for a large input, else with the second batch (the
+    first, all a small input has, answered here). Each batch is sketched, searched and scored where it is
+    answered: the store is only read, so the work grows with the workers, not one process's pace. Two batches
+    are held at most, so a corpus of any length streams through in bounded memory. progress is called with the
+    last item of each batch answered."""
     pool: WorkPool | None = _pool(settings, workers) if large and workers > 0 else None
-    in_flight = None
+    in_flight: deque[tuple[list[QueryText], PendingWork]] = deque()
     try:
-        for number, chunk in enumerate(_chunks(items, batch or QUERY_BATCH)):
-            raws = [item.text for item in chunk if item.error is None]
+        for number, chunk in enumerate(_chunks(items, QUERY_BATCH)):
             if pool is None and workers > 0 and number >= 1:
                 pool = _pool(settings, workers)
-            pending = pool.submit(sketch_queries, raws) if pool is not None else None
-            if in_flight is not None:
-                yield _joined(*in_flight, progress)
-            in_flight = (chunk, pending if pending is not None else sketch_queries(settings, raws))
-        if in_flight is not None:
-            yield _joined(*in_flight, progress)
+            if pool is None:
+                yield _reported(chunk, here(chunk), progress)
+                continue
+            in_flight.append((chunk, pool.submit(there, chunk, part_items=QUERY_BATCH, min_items=1)))
+            if len(in_flight) > 1:
+                yield _reported(*_answered(*in_flight.popleft()), progress)
+        while in_flight:
+            yield _reported(*_answered(*in_flight.popleft()), progress)
     finally:
         if pool is not None:
             pool.close()
@@ -133,20 +146,21 @@ def sketched_batches(
 
 def _pool(settings: Settings, workers: int) -> WorkPool:
     """The workers of a batch query, which is large (its input, or a second batch). As a large add does: numba and
-    the compiled sketching are loaded before they are forked, so that they share their pages, and this process then
-    decodes the index and verifies compiled (on numpy's path, decoding took a third of a batch query's time)."""
+    the compiled sketching are loaded before they are forked, so that they share their pages."""
     if compiled.cached():
         load_numba()
         load_compiled()
     return WorkPool(settings, workers, load_compiled)
 
 
-def _joined(chunk: list[QueryText], sketched, progress) -> list[tuple[QueryText, SketchedQuery | None]]:
-    results = iter(sketched if isinstance(sketched, list) else sketched.result())
-    out = [(item, next(results) if item.error is None else None) for item in chunk]
+def _answered(chunk: list[QueryText], work: PendingWork) -> tuple[list[QueryText], list]:
+    return chunk, work.result()
+
+
+def _reported(chunk: list[QueryText], answers: list, progress) -> list:
     if progress is not None and chunk:
         progress(chunk[-1])
-    return out
+    return answers
 
 
 def _chunks(items: Iterator[QueryText], size: int) -> Iterator[list[QueryText]]:

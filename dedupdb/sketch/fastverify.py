@@ -94,3 +94,44 @@ def overlaps(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray, left: 
     return _overlaps(np.ascontiguousarray(values, np.uint32), np.ascontiguousarray(starts, np.int64),
                      np.ascontiguousarray(lengths, np.int64), np.ascontiguousarray(left, np.int64),
                      np.ascontiguousarray(right, np.int64), int(k), CHAR_VIEW_STEP)
+
+
+@njit(types.Tuple((_i64s, _i64s))(_u32s, _i64s, _i64s, _i64s, _i64s), cache=True)
+def _held(values, starts, lengths, left, right):
+    """(shared, below) of the pairs left[i], right[i]: how many of the token n-grams (even values) of sketch left[i]
+    are in sketch right[i], and how many are at or below right[i]'s largest value (0 when it is empty)."""
+    n = len(left)
+    shared_out = np.zeros(n, np.int64)
+    below_out = np.zeros(n, np.int64)
+    for p in range(n):
+        a0, na = starts[left[p]], lengths[left[p]]
+        b0, nb = starts[right[p]], lengths[right[p]]
+        if na == 0 or nb == 0:
+            continue
+        last = values[b0 + nb - 1]
+        i = j = shared = below = 0
+        while i < na:
+            x = values[a0 + i]
+            if x > last:
+                break
+            if x & 1:
+                i += 1
+                continue
+            below += 1
+            while j < nb and values[b0 + j] < x:
+                j += 1
+            shared += (j < nb) & (values[b0 + j] == x)
+            i += 1
+        shared_out[p] = shared
+        below_out[p] = below
+    return shared_out, below_out
+
+
+def held(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray, left: np.ndarray,
+         right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(shared, below) arrays of the pairs of sketches left[i] and right[i] (sketch j being
+    values[starts[j]:][:lengths[j]]): the token n-grams of left[i] found in right[i], and those at or below
+    right[i]'s largest value. What containment.shares_of counts for many queries at once."""
+    return _held(np.ascontiguousarray(values, np.uint32), np.ascontiguousarray(starts, np.int64),
+                 np.ascontiguousarray(lengths, np.int64), np.ascontiguousarray(left, np.int64),
+                 np.ascontiguousarray(right, np.int64))

@@ -171,10 +171,15 @@ class PairJudge:
         return cls._fast() is not None
 
     @staticmethod
-    @lru_cache(maxsize=1)
     def _fast():
-        try:
-            from dedupdb.sketch import fastverify
-        except ImportError:
-            return None
-        return fastverify
+        return compiled_verifying()
+
+
+@lru_cache(maxsize=1)
+def compiled_verifying():
+    """The compiled verifying module (fastverify.py), or None where it cannot be imported."""
+    try:
+        from dedupdb.sketch import fastverify
+    except ImportError:
+        return None
+    return fastverify
