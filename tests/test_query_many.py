@@ -89,14 +89,18 @@ def test_query_many_in_worker_processes(store, monkeypatch, workers):
     """The first batch is answered here; the workers answer the rest, each a part of every batch, from their own
     read of the store, and the answers are query()'s, in order."""
     monkeypatch.setattr(querying, "QUERY_BATCH", 80)
-    answered_here = []
-    answer_here = dedupdb.Database._answer_here
+    events = []
+    answer_here, submit = dedupdb.Database._answer_here, querying.WorkPool.submit
     monkeypatch.setattr(dedupdb.Database, "_answer_here",
-                        lambda self, items, *a, **k: answered_here.append(len(items)) or answer_here(self, items, *a, **k))
+                        lambda self, items, *a, **k: events.append(("here", len(items))) or answer_here(self, items, *a, **k))
+    monkeypatch.setattr(querying.WorkPool, "submit",
+                        lambda self, work, items, **k: events.append(("workers", len(items))) or submit(self, work, items, **k))
     texts = (_queries() * 12)[:250]
     with dedupdb.open(store) as db:
         results = list(db.query_many(texts, workers=workers))
-        assert answered_here == [80]  # the workers' answers are counted in their own copies of this list
+        # The second batch goes to the workers before this process answers the first (the workers' own calls are
+        # counted in their copies of this list).
+        assert events == [("workers", 80), ("here", 80), ("workers", 80), ("workers", 10)]
         _assert_same(db, texts, results)
 
 
