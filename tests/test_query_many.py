@@ -86,8 +86,8 @@ def test_query_many_equals_single_queries(store, monkeypatch, options):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_query_many_in_worker_processes(store, monkeypatch, workers):
-    """The first batch is answered here; the workers answer the rest, each a part of every batch, from their own
-    read of the store, and the answers are query()'s, in order."""
+    """The workers answer every batch, each a part of it, from their own read of the store, and the answers are
+    query()'s, in order."""
     monkeypatch.setattr(querying, "QUERY_BATCH", 80)
     events = []
     answer_here, submit = dedupdb.Database._answer_here, querying.WorkPool.submit
@@ -98,10 +98,13 @@ def test_query_many_in_worker_processes(store, monkeypatch, workers):
     texts = (_queries() * 12)[:250]
     with dedupdb.open(store) as db:
         results = list(db.query_many(texts, workers=workers))
-        # The second batch goes to the workers before this process answers the first (the workers' own calls are
-        # counted in their copies of this list).
-        assert events == [("workers", 80), ("here", 80), ("workers", 80), ("workers", 10)]
+        # A second batch starts the workers, and they take the first too (their own calls are counted in their
+        # copies of this list); one batch is all answered here.
+        assert events == [("workers", 80), ("workers", 80), ("workers", 80), ("workers", 10)]
         _assert_same(db, texts, results)
+        events.clear()
+        assert [r.id for r in db.query_many(texts[:80], workers=workers)] == [str(i) for i in range(80)]
+        assert events == [("here", 80)]
 
 
 @hypothesis_settings(max_examples=40, deadline=None,

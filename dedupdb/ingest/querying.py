@@ -120,9 +120,9 @@ def answered_batches(
     """The answers to the items, batch by batch, in order. here(batch) answers a batch in this process; there
     (a module-level function, or a partial of one) answers a part of one in a worker, which reads the store
     itself. With workers, every batch is shared out among them while the batch before it is still being
-    answered, so that no worker waits; they start at once for a large input, else with the second batch: the
-    first, all a small input has, is answered here, once the second has gone to them. Each batch is sketched,
-    searched and scored where it is
+    answered, so that no worker waits; they start at once for a large input, else with the second batch, and
+    take the first too (a small input's one batch is answered here). Each batch is sketched, searched and scored
+    where it is
     answered: the store is only read, so the work grows with the workers, not one process's pace. Two batches
     are held at most, so a corpus of any length streams through in bounded memory. progress is called with the
     last item of each batch answered."""
@@ -135,14 +135,13 @@ def answered_batches(
                 yield _reported(chunk, here(chunk), progress)
                 continue
             if pool is None and first is None:
-                first = chunk  # held until the next batch, if any, has gone to the workers
+                first = chunk  # answered here if it is all there is, else by the workers with the rest
                 continue
             if pool is None:
                 pool = _pool(settings, workers)
-            in_flight.append((chunk, pool.submit(there, chunk, part_items=QUERY_BATCH, min_items=1)))
-            if first is not None:  # answered while the workers answer the second batch
-                yield _reported(first, here(first), progress)
+                in_flight.append((first, pool.submit(there, first, part_items=QUERY_BATCH, min_items=1)))
                 first = None
+            in_flight.append((chunk, pool.submit(there, chunk, part_items=QUERY_BATCH, min_items=1)))
             if len(in_flight) > 1:
                 yield _reported(*_answered(*in_flight.popleft()), progress)
         if first is not None:
