@@ -16,7 +16,7 @@ and then
   * passages: one or two consecutive sentences from the middle third of a long original are given to
     `Database.query`; found when the original (or an exact copy of it) is among the first 10 hits. The query
     without containment (near-duplicates only) is the baseline.
-  * cost: containment rows per text and their share of the database (SQLite's dbstat), add speed.
+  * cost: containment rows per text and the bytes of their blocks, against the database's, add speed.
 
 With --peer, datasketch's MinHashLSHEnsemble (Zhu et al., VLDB 2016; 256 permutations, 16 partitions, the same
 shingles) answers the same pair and passage questions from memory, unranked, for comparison.
@@ -193,10 +193,13 @@ class Shingles:
 # --- one corpus ------------------------------------------------------------------------------------------------
 
 
-def table_bytes(path: Path) -> dict[str, int]:
+def run_bytes(path: Path) -> dict[int, int]:
+    """Bytes of the blocks of each family of runs (0: LSH and SimHash rows, 1: containment rows; see
+    migrations/0005_runs.sql): what each index costs the database."""
     conn = sqlite3.connect(path)
     try:
-        return dict(conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall())
+        return dict(conn.execute("SELECT r.family, sum(length(b.data)) FROM run_blocks b JOIN runs r ON r.id = b.run "
+                                 "GROUP BY r.family").fetchall())
     finally:
         conn.close()
 
@@ -288,10 +291,10 @@ def evaluate(corpus: Corpus, args, workdir: Path) -> dict:
         result["passage_rank_1"] = sum(1 for r in ranks if r == 1)
         result["query_ms_median"] = 1000 * statistics.median(times) if times else None
         result["missed_examples"] = [(m.words, m.text[:90]) for m in misses[:3]]
-    sizes = table_bytes(db_path)
+    sizes = run_bytes(db_path)
     result["db_bytes"] = db_path.stat().st_size
-    result["containment_bytes"] = sizes.get("containment_keys", 0)
-    result["index_bytes"] = sizes.get("index_keys", 0)
+    result["containment_bytes"] = sizes.get(1, 0)
+    result["index_bytes"] = sizes.get(0, 0)
     if args.peer:
         result["peer"] = lsh_ensemble(corpus, truth, targets, x)
     return result
