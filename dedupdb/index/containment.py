@@ -184,72 +184,65 @@ def _rows_under(owners: np.ndarray, wanted: np.ndarray, keys: np.ndarray, ids: n
 
 
 def shares_in(query: Side, others: list[Side], sketch_size: int) -> list[float | None]:
-    """containment(query, other) for each of others, the same numbers (see shares_of)."""
-    return shares_of([(query, others)], sketch_size)[0]
+    """containment(query, other) for each of others, the same numbers, with a few array operations for them all
+    rather than several for each. The shingles of a sample of the query's sketch found in another's sketch are all
+    those of the whole sketch found there (the sample is the part at or below the other's largest value), so one
+    lookup of every other's values in the query's sketch counts them."""
+    if len(query.sketch) == 0 or not others:
+        return [None] * len(others)
+    # Token n-grams alone (even hashes), as containment() counts them: a long text has no character view.
+    mine = query.sketch[(query.sketch & np.uint32(1)) == 0]
+    theirs = [side.sketch for side in others]
+    lengths = np.fromiter((len(t) for t in theirs), np.int64, len(theirs))
+    shared = _found_in(mine, np.concatenate(theirs), lengths).tolist()
+    lasts = np.fromiter((t[-1] if len(t) else 0 for t in theirs), np.uint64, len(theirs))
+    below = np.searchsorted(mine.astype(np.uint64), lasts, "right").tolist()
+    return [_share(query, side, len(mine), n, s, c, sketch_size)
+            for side, n, s, c in zip(others, lengths.tolist(), shared, below)]
 
 
 def shares_of(asked: list[tuple[Side, list[Side]]], sketch_size: int) -> list[list[float | None]]:
-    """containment(query, other) for each query and each of its others, the same numbers, counted for them all
-    at once: a batch query scores a dozen candidates a text, thousands of texts a batch. The shingles of a sample
-    of the query's sketch found in another's sketch are all those of the whole sketch found there (the sample is
-    the part at or below the other's largest value), so one walk of the two sketches counts both. Compiled in a
-    process that has numba loaded (a batch query's), else in a few numpy operations a query."""
+    """shares_in() of many queries, each against its own others: a batch query scores a dozen candidates a text,
+    thousands of texts a batch. In a process that has numba loaded (a batch query's workers), both sketches of
+    every pair are walked in one compiled call for them all; elsewhere shares_in() of each query."""
+    fast = compiled_verifying() if "numba" in sys.modules and not compiled.awaiting() else None
+    if fast is None:
+        return [shares_in(query, others, sketch_size) for query, others in asked]
     out: list[list[float | None]] = [[None] * len(others) for _, others in asked]
     scored = [q for q, (query, others) in enumerate(asked) if len(query.sketch) and others]
     if not scored:
         return out
     queries = [asked[q][0] for q in scored]
     others = [side for q in scored for side in asked[q][1]]
+    sketches = [query.sketch for query in queries] + [side.sketch for side in others]
+    lengths = np.fromiter((len(s) for s in sketches), np.int64, len(sketches))
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     owner = np.repeat(np.arange(len(scored)), [len(asked[q][1]) for q in scored])
-    # Token n-grams alone (even hashes), as containment() counts them: a long text has no character view.
-    mines = np.fromiter((np.count_nonzero((query.sketch & np.uint32(1)) == 0) for query in queries), np.int64,
-                        len(queries))
-    shared, below = _shared_and_below(queries, others, owner)
-    shingles = np.fromiter((side.shingles for side in others), np.int64, len(others))
-    lengths = np.fromiter((len(side.sketch) for side in others), np.int64, len(others))
-    whole = shingles <= sketch_size
-    sample = np.where(whole | (lengths == 0), mines[owner], below)
-    query_whole = np.fromiter((query.shingles <= sketch_size for query in queries), bool, len(queries))
-    prints = np.fromiter((0 if query.fingerprints is None else len(query.fingerprints) for query in queries),
-                         np.int64, len(queries))[owner]
-    prints[np.fromiter((side.fingerprints is None for side in others), bool, len(others))] = 0
-    # A sample smaller than the query's fingerprints tells less than they do: they decide.
-    by_sample = (query_whole[owner] & whole) | (sample >= prints)
-    shares = np.divide(shared, sample, out=np.zeros(len(shared)), where=sample > 0).tolist()
+    shared, below = fast.held(np.concatenate(sketches).astype(np.uint32, copy=False), starts, lengths, owner,
+                             np.arange(len(queries), len(sketches)))
+    shared, below, lengths = shared.tolist(), below.tolist(), lengths[len(queries):].tolist()
     p = 0
     for q in scored:
         query, row = asked[q][0], out[q]
+        mine = int(np.count_nonzero((query.sketch & np.uint32(1)) == 0))
         for i, side in enumerate(asked[q][1]):
-            if by_sample[p]:
-                row[i] = shares[p] if sample[p] else None
-            else:
-                found = _found_in(side.fingerprints, query.fingerprints, np.array([len(query.fingerprints)]))
-                row[i] = int(found[0]) / int(prints[p])
+            row[i] = _share(query, side, mine, lengths[p], shared[p], below[p], sketch_size)
             p += 1
     return out
 
 
-def _shared_and_below(queries: list[Side], others: list[Side], owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each other (of query owner[i]): how many of its query's token n-grams it holds, and how many of those
-    n-grams are at or below its largest value (0 when its sketch is empty)."""
-    fast = compiled_verifying() if "numba" in sys.modules and not compiled.awaiting() else None
-    if fast is not None:
-        sketches = [query.sketch for query in queries] + [side.sketch for side in others]
-        lengths = np.fromiter((len(s) for s in sketches), np.int64, len(sketches))
-        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        return fast.held(np.concatenate(sketches).astype(np.uint32, copy=False), starts, lengths, owner,
-                         np.arange(len(queries), len(sketches)))
-    shared, below = np.zeros(len(others), np.int64), np.zeros(len(others), np.int64)
-    bounds = np.searchsorted(owner, np.arange(len(queries) + 1))
-    for q, query in enumerate(queries):
-        part = slice(bounds[q], bounds[q + 1])
-        mine = query.sketch[(query.sketch & np.uint32(1)) == 0]
-        theirs = [side.sketch for side in others[part]]
-        lengths = np.fromiter((len(t) for t in theirs), np.int64, len(theirs))
-        shared[part] = _found_in(mine, np.concatenate(theirs), lengths)
-        lasts = np.fromiter((t[-1] if len(t) else 0 for t in theirs), np.uint64, len(theirs))
-        below[part] = np.where(lengths > 0, np.searchsorted(mine.astype(np.uint64), lasts, "right"), 0)
-    return shared, below
+def _share(query: Side, other: Side, mine: int, length: int, shared: int, below: int, sketch_size: int) -> float | None:
+    """containment(query, other) from the counts of the query's token n-grams (mine) found in the other's sketch
+    (of length values), shared, and of those at or below its largest value, below."""
+    whole = other.shingles <= sketch_size
+    sample = mine if whole or length == 0 else below
+    exact = query.shingles <= sketch_size and whole
+    prints = 0 if query.fingerprints is None or other.fingerprints is None else len(query.fingerprints)
+    if exact or sample >= prints:
+        return shared / sample if sample else None
+    # A sample smaller than the query's fingerprints tells less than they do: they decide.
+    found = _found_in(other.fingerprints, query.fingerprints, np.array([len(query.fingerprints)]))
+    return int(found[0]) / prints
 
 
 def _found_in(sorted_set: np.ndarray, values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
