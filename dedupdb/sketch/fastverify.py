@@ -38,6 +38,12 @@ def _kept(values, start, length, cut, even):
     return kept
 
 
+@njit(types.UniTuple(types.int64, 4)(_i64s, _i64s, _i64s, _i64s, types.int64), cache=True)
+def _bounds(starts, lengths, left, right, p):
+    """Where the sketches of pair p start, and their lengths: (a0, na, b0, nb)."""
+    return starts[left[p]], lengths[left[p]], starts[right[p]], lengths[right[p]]
+
+
 @njit(types.Tuple((_i64s, types.float64[::1], _i64s))(_u32s, _i64s, _i64s, _i64s, _i64s, types.int64, types.int64),
       cache=True)
 def _overlaps(values, starts, lengths, left, right, k, step):
@@ -50,8 +56,7 @@ def _overlaps(values, starts, lengths, left, right, k, step):
     jaccard_out = np.zeros(n, np.float64)
     union_out = np.zeros(n, np.int64)
     for p in range(n):
-        a0, na = starts[left[p]], lengths[left[p]]
-        b0, nb = starts[right[p]], lengths[right[p]]
+        a0, na, b0, nb = _bounds(starts, lengths, left, right, p)
         if na == 0 or nb == 0:
             continue
         i = j = shared = union = 0
@@ -104,8 +109,7 @@ def _held(values, starts, lengths, left, right):
     shared_out = np.zeros(n, np.int64)
     below_out = np.zeros(n, np.int64)
     for p in range(n):
-        a0, na = starts[left[p]], lengths[left[p]]
-        b0, nb = starts[right[p]], lengths[right[p]]
+        a0, na, b0, nb = _bounds(starts, lengths, left, right, p)
         if na == 0 or nb == 0:
             continue
         last = values[b0 + nb - 1]
