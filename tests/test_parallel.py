@@ -28,6 +28,23 @@ def test_pool_sketches_equal_inline_sketches():
     assert all((a.minhash == b.minhash).all() and (a.sketch == b.sketch).all() for a, b in zip(remote, local))
 
 
+def test_a_pool_spreads_items_over_its_workers_unless_told_not_to():
+    pool = WorkPool(Settings(), workers=2)
+    try:
+        spread = pool.submit(_echo, list(range(100)), part_items=80, min_items=1)
+        whole = pool.submit(_echo, list(range(100)), part_items=80, min_items=1, spread=False)
+        assert len(spread._futures) == 2 and len(whole._futures) == 2  # 50 + 50, and 80 + 20
+        assert [len(f.result()) for f in spread._futures] == [50, 50]
+        assert [len(f.result()) for f in whole._futures] == [80, 20]
+        assert spread.result() == whole.result() == list(range(100))
+    finally:
+        pool.close()
+
+
+def _echo(settings, items):
+    return items
+
+
 def test_ingest_with_workers_matches_ingest_without(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "INGEST_BATCH", 70)
     lines = []

@@ -107,6 +107,27 @@ def test_query_many_in_worker_processes(store, monkeypatch, workers):
         assert events == [("here", 80)]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_large_record_file_gives_each_worker_whole_batches(store, monkeypatch, tmp_path, workers):
+    """A record file known to be large starts the workers at once and hands each a whole batch (splitting one
+    costs its lookups twice), several in flight; the answers are query()'s, in the file's order."""
+    monkeypatch.setattr(querying, "QUERY_BATCH", 80)
+    monkeypatch.setattr(querying, "POOL_AT_ONCE_BYTES", 1)
+    events = []
+    submit = querying.WorkPool.submit
+    monkeypatch.setattr(querying.WorkPool, "submit",
+                        lambda self, work, items, **k: events.append((len(items), k["spread"])) or submit(self, work, items, **k))
+    texts = (_queries() * 12)[:250]
+    path = tmp_path / "queries.jsonl"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "text": t}, ensure_ascii=False) + "\n" for i, t in enumerate(texts)),
+                    encoding="utf-8")
+    with dedupdb.open(store) as db:
+        results = list(db.query_records(path, workers=workers))
+        assert events == [(80, False), (80, False), (80, False), (10, False)]
+        assert [r.id for r in results] == [str(line) for line in range(1, 251)]  # no id field: the line
+        _assert_same(db, texts, results)
+
+
 @hypothesis_settings(max_examples=40, deadline=None,
                      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(st.one_of(

@@ -247,13 +247,15 @@ class WorkPool:
             self._executor.submit(_started, settings, [])
 
     def submit(
-        self, work: Work, items: list, part_items: int = _PART_ITEMS, min_items: int = _MIN_PARALLEL
+        self, work: Work, items: list, part_items: int = _PART_ITEMS, min_items: int = _MIN_PARALLEL,
+        spread: bool = True,
     ) -> "PendingWork":
-        """Share items out in parts of at most part_items (one task each); fewer than min_items are handled
-        inline. Items that are each a chunk of many records go one a part."""
+        """Share items out in parts of at most part_items (one task each), and with spread, in at least one part a
+        worker; fewer than min_items are handled inline. Items that are each a chunk of many records go one a
+        part."""
         if len(items) < min_items:
             return PendingWork([], work, items, self.settings)
-        size = min(part_items, -(-len(items) // self.workers))
+        size = min(part_items, -(-len(items) // self.workers)) if spread else part_items
         parts = [items[i : i + size] for i in range(0, len(items), size)]
         try:
             futures = [self._executor.submit(work, self.settings, p) for p in parts]
