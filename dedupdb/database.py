@@ -410,7 +410,7 @@ class Database:
         """query() of each text of a corpus, in order, without storing any: one QueryResult each, streamed. Texts are
         strings (each's id is its position, from 0) or (id, text) pairs. They are answered in batches, each looked up
         in the store together; past the first batch, by worker processes (default: one per core; 0: none, all here)
-        that read the store as committed, each a part of a batch. A text query() refuses (empty, nothing to
+        that read the store as committed, each a batch or a part of one. A text query() refuses (empty, nothing to
         compare) comes back with its error."""
         from dedupdb.ingest.querying import given_texts
 
@@ -870,7 +870,7 @@ _WORKER_STORES: dict[str, Database] = {}
 
 
 def _answer_in_worker(path: str, threshold, top, containment, settings: Settings, items) -> list[QueryResult]:
-    """A part of a batch query's batch, answered in a worker process (querying.answered_batches) from its own read
+    """A batch query's batch, or a part of one, answered in a worker process (querying.answered_batches) from its own read
     of the store."""
     db = _WORKER_STORES.get(path)
     if db is None:
