@@ -870,8 +870,8 @@ _WORKER_STORES: dict[str, Database] = {}
 
 
 def _answer_in_worker(path: str, threshold, top, containment, settings: Settings, items) -> list[QueryResult]:
-    """A batch query's batch, or a part of one, answered in a worker process (querying.answered_batches) from its own read
-    of the store."""
+    """A batch query's batch, or a part of one, answered in a worker process (querying.answered_batches) from its
+    own read of the store."""
     db = _WORKER_STORES.get(path)
     if db is None:
         db = _WORKER_STORES[path] = Database.open(path, create=False, readonly=True)
