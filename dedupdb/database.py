@@ -453,7 +453,7 @@ class Database:
         self._check_query(containment)  # here too: before the first result is asked for
         # Workers answer from a read of the store of their own: the file this one is, as committed.
         workers = (os.cpu_count() or 1) if workers is None else workers
-        there = functools.partial(_answer_in_worker, str(self.store.path), threshold, top, containment)
+        there = functools.partial(_answer_in_worker, str(self.store.absolute_path), threshold, top, containment)
         here = functools.partial(self._answer_here, threshold=threshold, top=top, containment=containment)
         batches = answered_batches(self.settings, items, workers, here, there, large, progress)
         return (answer for answers in batches for answer in answers)

@@ -128,6 +128,17 @@ def test_a_large_record_file_gives_each_worker_whole_batches(store, monkeypatch,
         _assert_same(db, texts, results)
 
 
+def test_workers_find_a_store_opened_by_a_relative_path_after_a_change_of_folder(store, monkeypatch, tmp_path):
+    monkeypatch.setattr(querying, "QUERY_BATCH", 80)
+    monkeypatch.chdir(store.parent)
+    texts = (_queries() * 12)[:200]
+    with dedupdb.open(store.name, create=False) as db:
+        monkeypatch.chdir(tmp_path)
+        results = list(db.query_many(texts, workers=1))
+        _assert_same(db, texts, results)
+    assert not (tmp_path / store.name).exists()
+
+
 @hypothesis_settings(max_examples=40, deadline=None,
                      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(st.one_of(

@@ -43,6 +43,7 @@ class Store(
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = GuardedConnection(conn, path)  # sqlite3 errors of every statement become DatabaseError
         self.path = path
+        self.absolute_path = path.absolute()  # as opened: another process reaches it even if this one changes folder
         self._raw = conn
         self._group_seconds: float | None = None  # set inside grouped_commits()
         self._group_started = 0.0
