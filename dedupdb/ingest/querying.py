@@ -1,5 +1,5 @@
 """The texts of a batch query (Database.query_many): read from a record file or given, and answered batch by batch
-in worker processes (each sketches its part of a batch, and searches the store for it), never stored.
+in worker processes (each sketches a batch, or a part of one, and searches the store for it), never stored.
 
 Batches are handed out ahead of the one being waited for, so no worker waits; only those in flight are held, so
 a corpus of any length streams through in bounded memory.
@@ -121,9 +121,9 @@ def answered_batches(
     (a module-level function, or a partial of one) answers a batch, or a part of one, in a worker, which sketches
     it, then searches a read of the store of its own: the store is only read, so the work grows with the workers.
 
-    A large input (its size known to be large, or a stream) starts the workers at once and gives each a whole
-    batch, one more than there are workers in flight: a batch's lookups cost much the same for half as many
-    texts (split in two, a batch of the 82,523 Chinese reviews took a fifth more CPU). Any other input is held
+    A large input (its size known to be large, or a stream) starts the workers at once and gives them whole
+    batches, one more in flight than there are workers: a batch's lookups cost much the same for half as many
+    texts (split in two, the batches of 82,523 Chinese reviews took 30% more CPU). Any other input is held
     to its first batch: answered here if that is all, else the workers start with the second and take the first
     too, each batch shared out among them while the one before is answered, so that a few batches still keep
     every worker busy. Memory stays bounded by the batches in flight, whatever the input's length. progress is
