@@ -81,9 +81,9 @@ class ContainmentIndex:
         """Stored contents holding at least `floor` of the query's shingles: content id -> that share. Candidates
         share a fingerprint with the query (probe: the hashes looked up); those sharing the most are scored. Their
         sides are read into sides, when given (the query's near-duplicates are mostly among them)."""
-        keys, ids, common = self.store.containment_postings(probe, COMMON_POSTINGS)
+        _, ids, common = self.store.containment_postings(probe, COMMON_POSTINGS)
         if len(ids) == 0 and len(common):  # nothing but common phrasing: look it up anyway, further
-            keys, ids, common = self.store.containment_postings(common, QUERY_COMMON_POSTINGS)
+            _, ids, common = self.store.containment_postings(common, QUERY_COMMON_POSTINGS)
         content_ids, counts = distinct_counts(ids)
         # As for pairs: a text sharing too few fingerprints cannot hold floor of the query (common keys aside).
         enough = counts + len(common) >= CANDIDATE_SHARE * floor * len(query.fingerprints if query.fingerprints is not None else ())
