@@ -89,3 +89,9 @@ def awaiting() -> bool:
             _checked = now
             _awaiting = not cached()
     return _awaiting
+
+
+def at_hand() -> bool:
+    """Whether this process may take compiled code without paying for numba's start-up: numba is loaded already,
+    and the compiled code is not awaited (another process compiling it)."""
+    return "numba" in sys.modules and not awaiting()

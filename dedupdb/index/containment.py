@@ -3,7 +3,6 @@ sketch/winnowing.py), kept in the store's containment runs."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 
 import numpy as np
@@ -205,7 +204,7 @@ def shares_of(asked: list[tuple[Side, list[Side]]], sketch_size: int) -> list[li
     """shares_in() of many queries, each against its own others: a batch query scores a dozen candidates a text,
     thousands of texts a batch. In a process that has numba loaded (a batch query's workers), both sketches of
     every pair are walked in one compiled call for them all; elsewhere shares_in() of each query."""
-    fast = compiled_verifying() if "numba" in sys.modules and not compiled.awaiting() else None
+    fast = compiled_verifying() if compiled.at_hand() else None
     if fast is None:
         return [shares_in(query, others, sketch_size) for query, others in asked]
     out: list[list[float | None]] = [[None] * len(others) for _, others in asked]

@@ -6,7 +6,6 @@ whole or not at all.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from dataclasses import dataclass
 
@@ -110,7 +109,7 @@ class Indexer:
         """Load the compiled verifying and block decoding from numba's cache now (about a second), where numba is
         loaded already: a large add calls it in a thread while its workers warm up, so that its first batch does
         not wait for it."""
-        if "numba" in sys.modules and not compiled.awaiting():
+        if compiled.at_hand():
             PairJudge.load_compiled()
             decoding.decoder()
 

@@ -4,7 +4,6 @@ or verifying at scale) has loaded numba already."""
 
 from __future__ import annotations
 
-import sys
 from types import ModuleType
 
 from dedupdb import compiled
@@ -13,7 +12,7 @@ from dedupdb import compiled
 def decoder() -> ModuleType | None:
     """fastdecode.py where numba is loaded already and compiled code can be kept, else None (numpy's path); None
     too while this process awaits another's compiling it (compiled.py)."""
-    if "numba" not in sys.modules or compiled.awaiting():
+    if not compiled.at_hand():
         return None
     try:
         from dedupdb.storage import fastdecode
