@@ -396,7 +396,9 @@ class Database:
             held = finder.search(mine, probe, containment, sides)
         scores = _near_scores(matches)
         finder.read_sides(_sides_wanted(scores, held), sides)
-        scores = _scores(mine, scores, held, sides, self.settings.sketch_size)
+        holding = _holding(scores, held, sides)
+        shares = dict(zip(holding, shares_in(mine, [sides[cid] for cid in holding], self.settings.sketch_size)))
+        scores = _scores(mine, scores, held, sides, self.settings.sketch_size, shares)
         return _hits(scores, self.store.documents_of_contents(list(scores)), top)
 
     def query_many(
@@ -480,7 +482,7 @@ class Database:
         near = [_near_scores(m) for m in matches]
         finder.read_sides((cid for n, h in zip(near, held) for cid in _sides_wanted(n, h)), sides)
         # How much of each query its near-duplicates hold, counted for the whole batch at once.
-        holding = [[cid for cid in _sides_wanted(n, h) if cid in sides and cid in n] for n, h in zip(near, held)]
+        holding = [_holding(n, h, sides) for n, h in zip(near, held)]
         shares = shares_of([(mine, [sides[cid] for cid in cids]) for mine, cids in zip(mines, holding)],
                            self.settings.sketch_size)
         scores = [_scores(mine, n, h, sides, self.settings.sketch_size, dict(zip(cids, shared)))
@@ -890,15 +892,17 @@ def _sides_wanted(scores: dict[int, tuple], held: dict[int, float]) -> list[int]
     return [c for c, s in scores.items() if s[3] is None] + [c for c in held if c not in scores]
 
 
+def _holding(scores: dict[int, tuple], held: dict[int, float], sides: dict[int, Side]) -> list[int]:
+    """The near-duplicates of a query whose share of it is still to be counted, of those whose sides were read."""
+    return [cid for cid in _sides_wanted(scores, held) if cid in sides and cid in scores]
+
+
 def _scores(mine: Side, scores: dict[int, tuple], held: dict[int, float], sides: dict[int, Side],
-            sketch_size: int, shares: dict[int, float | None] | None = None) -> dict[int, tuple]:
-    """A query's scores completed from the sides read: how much of the query each near-duplicate holds (shares,
-    when counted already), and the Jaccard of each text found only by containment."""
+            sketch_size: int, shares: dict[int, float | None]) -> dict[int, tuple]:
+    """A query's scores completed from the sides read: how much of the query each near-duplicate holds (shares, of
+    those _holding names), and the Jaccard of each text found only by containment."""
     scores = dict(scores)
     wanted = [cid for cid in _sides_wanted(scores, held) if cid in sides]
-    if shares is None:
-        near = [cid for cid in wanted if cid in scores]  # near-duplicates: how much of the query each holds
-        shares = dict(zip(near, shares_in(mine, [sides[cid] for cid in near], sketch_size)))
     for cid, share in shares.items():
         scores[cid] = (*scores[cid][:3], None if share is None else round(share, 4))
     for cid in wanted:
