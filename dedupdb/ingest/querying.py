@@ -136,6 +136,10 @@ def answered_batches(
     def hand_out(chunk: list[QueryText]) -> None:
         in_flight.append((chunk, pool.submit(there, chunk, part_items=QUERY_BATCH, min_items=1, spread=not large)))
 
+    def take_back() -> list:
+        chunk, work = in_flight.popleft()
+        return _reported(chunk, work.result(), progress)
+
     try:
         for chunk in _chunks(items, QUERY_BATCH):
             if workers == 0:
@@ -150,11 +154,11 @@ def answered_batches(
                 first = None
             hand_out(chunk)
             if len(in_flight) > ahead:
-                yield _reported(*_answered(*in_flight.popleft()), progress)
+                yield take_back()
         if first is not None:
             yield _reported(first, here(first), progress)
         while in_flight:
-            yield _reported(*_answered(*in_flight.popleft()), progress)
+            yield take_back()
     finally:
         if pool is not None:
             pool.close()
@@ -167,10 +171,6 @@ def _pool(settings: Settings, workers: int) -> WorkPool:
         load_numba()
         load_compiled()
     return WorkPool(settings, workers, load_compiled)
-
-
-def _answered(chunk: list[QueryText], work: PendingWork) -> tuple[list[QueryText], list]:
-    return chunk, work.result()
 
 
 def _reported(chunk: list[QueryText], answers: list, progress) -> list:
