@@ -92,6 +92,16 @@ def test_export_writes_safely_over_its_own_source(cli, tmp_path):
     assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == [0, 2]
 
 
+def test_export_to_dash_writes_standard_output_not_a_file_named_dash(cli, tmp_path, monkeypatch):
+    path = write(tmp_path / "e.jsonl", json.dumps({"id": 1, "text": ENGLISH}) + "\n")
+    cli("add", str(path), "--id-field", "id")
+    monkeypatch.chdir(tmp_path)
+    result = cli("export", "-o", "-")
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == [1]
+    assert not (tmp_path / "-").exists()
+
+
 def test_duplicate_ids_are_exported_once(cli, tmp_path):
     path = write(tmp_path / "d.jsonl", json.dumps({"id": 3, "text": ENGLISH}) + "\n" +
                  json.dumps({"id": 3, "text": CHINESE_OTHER}) + "\n")

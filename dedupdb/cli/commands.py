@@ -718,14 +718,14 @@ def export(
     unique: bool = typer.Option(False, "--unique", help="One document per duplicate cluster (and every unique one)."),
     keep: KeepFileRule = typer.Option(KeepFileRule.oldest, "--keep", help="Which member of a group --unique keeps (as report and clean keep it)."),
     fmt: ExportFormat = typer.Option(ExportFormat.jsonl, "--format", help="Output format."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here instead of standard output."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here instead of standard output ('-' is standard output)."),
     templates: bool = TemplatesOption,
 ) -> None:
     """Write the stored documents' texts, read back from their sources, for the next step of a pipeline."""
     warn = lambda message: render.err_console.print(f"Warning: {message}", highlight=False)  # noqa: E731
     with _open(db) as database:
         records = database.export(unique=unique, keep=keep.value, warn=warn, templates=templates)
-        if output is None:
+        if output is None or str(output) == "-":  # '-' as the other commands read it, never a file named '-'
             count = render.export_records(records, fmt.value)
         else:
             # Written beside the target and renamed at the end: the output may be one of the sources read.
