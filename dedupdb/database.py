@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from dedupdb.config import (
     ALGORITHM_VERSION,
+    ALGORITHMS_KEPT,
     PRESET_BANDING,
     PRESET_SUPER_SHINGLES,
     QUERY_CONTAINMENT,
@@ -187,7 +188,7 @@ class Database:
         self.indexer = Indexer(store, settings, banding, self.fingerprinter)
         # Signatures of another version of the algorithm cannot be mixed with new ones: such a store answers
         # what it holds (report, pairs, clean) but takes no new text until it is rebuilt from its sources.
-        self.outdated = settings.algorithm != ALGORITHM_VERSION or meta.get(_REINDEX_PENDING) == "1"
+        self.outdated = settings.algorithm not in ALGORITHMS_KEPT or meta.get(_REINDEX_PENDING) == "1"
 
     def adopt_scheme(self, scheme: Candidates) -> None:
         """Go on with another candidate scheme (a scale-out job's, which found the pairs being imported): the

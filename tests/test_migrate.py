@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -261,3 +262,39 @@ def test_schema_10_contents_get_no_checksum_until_reindex_gives_them_one(tmp_pat
     with dedupdb.open(db_path) as db:
         assert migrate.schema_version(db.store.conn) == len(migrate.available())
         assert db.store.count_without_checksums() == 0
+
+
+def test_a_store_of_algorithm_6_takes_texts_as_before_until_reindexed_to_7(tmp_path, db_path, cli, monkeypatch):
+    """Algorithm 7 changed only who segments Chinese words (jieba-rs for jieba's Python code), so a store of 6 is
+    not outdated: it adds and answers, segmenting with jieba's code, until reindex --from-sources moves it to 7."""
+    from dedupdb.sketch import fingerprint
+
+    from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, write
+
+    used = []
+    for name in ("chinese_words", "jieba_words"):
+        real = getattr(fingerprint, name)
+        monkeypatch.setattr(fingerprint, name, lambda text, real=real, name=name: used.append(name) or real(text))
+    rest = (CHINESE_OTHER + "他用c#和c++写程序,价格在60-70元之间。樱花香味,香香的,618搞活动买的很划算。一次就买了好多,"
+            "还送了电吹风。屏幕挺大,运行速度一般般吧,一分钱一分货,反应相对还是慢了一拍。")  # 60 words and more: a SimHash
+    long_text, edited = (text + rest for text in (CHINESE, CHINESE_EDITED))
+    folder = tmp_path / "docs"
+    write(folder / "a.txt", long_text)
+    with dedupdb.open(db_path, algorithm=6) as db:
+        db.add([folder], workers=0)
+        first = db.store.conn.execute("SELECT simhash FROM contents").fetchone()[0]
+    assert first is not None and set(used) == {"jieba_words"}
+    write(folder / "b.txt", edited)
+    assert cli("add", str(folder), "--workers", "0").exit_code == 0
+    with dedupdb.open(db_path) as db:
+        assert not db.outdated and db.settings.algorithm == 6
+        assert [Path(p.path).name for p in db.query(edited)][:1] == ["b.txt"]
+        pairs = sorted((p.a, p.b, p.jaccard) for p in db.pairs())
+    assert len(pairs) == 1 and set(used) == {"jieba_words"}
+    used.clear()
+    assert cli("reindex", "--from-sources").exit_code == 0
+    assert set(used) == {"chinese_words"}
+    with dedupdb.open(db_path) as db:
+        assert not db.outdated and db.settings.algorithm == dedupdb.config.ALGORITHM_VERSION == 7
+        assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == pairs
+        assert first in {row[0] for row in db.store.conn.execute("SELECT simhash FROM contents")}

@@ -19,7 +19,7 @@ from dedupdb.sketch.simhash import fingerprint as simhash_fingerprint
 from dedupdb.sketch.simhash import fingerprints as simhash_fingerprints
 from dedupdb.sketch.winnowing import run_hashes, winnowed
 from dedupdb.text.hashing import content_hash, distinct_first_counts, to_signed64
-from dedupdb.text.tokens import Tokenizer, chinese_words
+from dedupdb.text.tokens import Tokenizer, chinese_words, jieba_words
 from dedupdb.text.weights import chinese_idf, word_buckets, word_weights
 
 _WORD_SEED = 0x51A5
@@ -173,7 +173,8 @@ class Sketcher:
         minimum = self.settings.simhash_min_features
         if tokens < minimum:
             return None  # cannot reach the minimum; spares jieba the work
-        words = chinese_words(text)
+        # A store of algorithm 6 goes on with jieba's Python segmenting, so that its fingerprints stay its own.
+        words = jieba_words(text) if self.settings.algorithm <= 6 else chinese_words(text)
         hashes = np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), _WORD_SEED) for w in words), np.uint64, len(words))
         features, first, counts = distinct_first_counts(hashes)
         if len(features) < minimum:

@@ -368,7 +368,42 @@ def jieba_idf() -> tuple[dict[str, float], float]:
     return table, values[len(values) // 2]
 
 
-def chinese_words(normalized_text: str) -> list[str]:
-    """jieba's segmentation, keeping only tokens with a letter, digit or ideograph."""
+def jieba_words(normalized_text: str) -> list[str]:
+    """jieba's segmentation by its own Python code, keeping only tokens with a letter, digit or ideograph: the
+    words of algorithm 6, kept for the stores it made."""
     return [w for w in _jieba().lcut(normalized_text) if _JIEBA_WORD.search(w)]
+
+
+# jieba's own patterns (jieba/__init__.py, jieba/finalseg): it segments runs of Han characters and these marks,
+# yielding any other character alone; of such a run, what its dictionary does not hold is cut into Han runs,
+# which its HMM segments, and the rest, which it splits at these letter-and-digit runs.
+_JIEBA_BLOCK = _Lazy("([\u4E00-\u9FD5a-zA-Z0-9+#&._%\\-]+)")
+_JIEBA_SKIP = _Lazy(r"([a-zA-Z0-9]+(?:\.\d+)?%?)")
+
+
+def chinese_words(normalized_text: str) -> list[str]:
+    """jieba's segmentation by jieba-rs (rjieba), the same dictionary and HMM compiled: some twenty times quicker
+    than jieba's Python code, with nothing to load (jieba's dictionary costs a process about a second and 50 MB).
+    Where the two differ, jieba's way is kept: jieba-rs takes more characters as Han (a rarer ideograph joins its
+    neighbours), so it is given jieba's runs one at a time; and it keeps a run like "60-70" or "mr.big" whole where
+    jieba cuts it at its marks, so such a token, with no Han character and not in the dictionary ("c++" is), is cut
+    as jieba cuts it. The words are then jieba's, as a multiset (which is all SimHash sees), in every one of 82,525
+    Chinese reviews and 20,000 news titles. Keeps only tokens with a letter, digit or ideograph."""
+    import rjieba
+
+    words: list[str] = []
+    for at, piece in enumerate(_JIEBA_BLOCK.split(normalized_text)):  # other text, then one of jieba's runs, in turn
+        if not at % 2:  # between jieba's runs (most often punctuation and spaces alone): each character alone
+            if _JIEBA_WORD.search(piece):
+                words.extend(c for c in piece if _JIEBA_WORD.search(c))
+            continue
+        for word in rjieba.cut(piece):
+            if not word.isascii():  # in one of jieba's runs, what is not ASCII is Han
+                words.append(word)
+            elif rjieba.has_word(word):  # a word of the dictionary stays whole
+                if _JIEBA_WORD.search(word):
+                    words.append(word)
+            else:  # letters, digits and marks: cut at the letter-and-digit runs
+                words.extend(part for part in _JIEBA_SKIP.split(word) if part and _JIEBA_WORD.search(part))
+    return words
 
