@@ -20,9 +20,7 @@ from dedupdb.sketch.simhash import fingerprints as simhash_fingerprints
 from dedupdb.sketch.winnowing import run_hashes, winnowed
 from dedupdb.text.hashing import content_hash, distinct_first_counts, to_signed64
 from dedupdb.text.tokens import Tokenizer, chinese_words, jieba_words
-from dedupdb.text.weights import chinese_idf, word_buckets, word_weights
-
-_WORD_SEED = 0x51A5
+from dedupdb.text.weights import chinese_idf, chinese_word_hashes, word_buckets, word_weights
 
 
 # Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.
@@ -175,11 +173,10 @@ class Sketcher:
             return None  # cannot reach the minimum; spares jieba the work
         # A store of algorithm 6 goes on with jieba's Python segmenting, so that its fingerprints stay its own.
         words = jieba_words(text) if self.settings.algorithm <= 6 else chinese_words(text)
-        hashes = np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), _WORD_SEED) for w in words), np.uint64, len(words))
-        features, first, counts = distinct_first_counts(hashes)
+        features, _, counts = distinct_first_counts(chinese_word_hashes(words))
         if len(features) < minimum:
             return None
-        return simhash_fingerprint(features, counts * chinese_idf([words[i] for i in first]))
+        return simhash_fingerprint(features, counts * chinese_idf(features))
 
 
 _SKETCHERS: dict[Settings, Sketcher] = {}

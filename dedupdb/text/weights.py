@@ -83,10 +83,20 @@ def word_buckets(documents: list[NDArray[np.uint64]]) -> list[NDArray[np.uint32]
     return np.split((pairs & _BUCKET_MASK).astype(np.uint32), cuts)
 
 
-def chinese_idf(words: list[str]) -> NDArray[np.float64]:
-    """jieba's IDF of each word, its median for a word it does not know."""
+# A Chinese word's hash, SimHash's feature of it and the key of its IDF in the table below.
+CHINESE_WORD_SEED = 0x51A5
+# Of how jieba's table is derived; with jieba's version it names the cached table. 2: keyed by the words'
+# chinese_word_hashes, SimHash's own, so that a word is hashed once (1 took another seed).
+_CHINESE_TABLE_VERSION = 2
+
+
+def chinese_word_hashes(words: list[str]) -> NDArray[np.uint64]:
+    return np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), CHINESE_WORD_SEED) for w in words), np.uint64, len(words))
+
+
+def chinese_idf(hashes: NDArray[np.uint64]) -> NDArray[np.float64]:
+    """jieba's IDF of each word (by its chinese_word_hashes), its median for a word it does not know."""
     keys, values, median = _chinese_table()
-    hashes = np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), TOKEN_SEED) for w in words), np.uint64, len(words))
     at = np.minimum(np.searchsorted(keys, hashes), len(keys) - 1)
     return np.where(keys[at] == hashes, values[at], median)
 
@@ -100,7 +110,7 @@ def _chinese_table() -> tuple[NDArray[np.uint64], NDArray[np.float64], float]:
 
     from dedupdb.config import cache_dir
 
-    path = cache_dir() / f"jieba-idf-{_TABLE_VERSION}-jieba-{version('jieba')}.npy"
+    path = cache_dir() / f"jieba-idf-{_CHINESE_TABLE_VERSION}-jieba-{version('jieba')}.npy"
     try:
         table = np.load(path, allow_pickle=False)
         keys, values = table["hash"].copy(), table["idf"].copy()
@@ -114,7 +124,7 @@ def _chinese_table() -> tuple[NDArray[np.uint64], NDArray[np.float64], float]:
 def _derived_chinese_table() -> np.ndarray:
     words, _ = jieba_idf()
     jieba_idf.cache_clear()  # the dict is not kept: the table replaces it
-    hashes = np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), TOKEN_SEED) for w in words), np.uint64, len(words))
+    hashes = chinese_word_hashes(list(words))
     if len(distinct(hashes)) != len(hashes):  # never seen with jieba's table; a dict would tell such words apart
         raise AssertionError("two words of jieba's IDF table share a hash")
     order = np.argsort(hashes, kind="stable")
