@@ -550,3 +550,15 @@ def test_the_segmenter_is_chosen_by_the_stores_algorithm(monkeypatch):
     assert used == ["jieba_words", "chinese_words"]
     # The value the code of algorithm 6 gave (90a5609): segmenting, the words' hashes and their IDF all unchanged.
     assert old.simhash == new.simhash == 5913880838328548872
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 40), max_size=60), st.lists(st.integers(0, 45), max_size=60), st.booleans())
+def test_spans_are_searchsorted_left_and_right_in_the_needles_order(haystack, needles, sort_needles):
+    from dedupdb.text.hashing import spans
+
+    hay = np.sort(np.array(haystack, np.uint64))
+    wanted = np.array(sorted(needles) if sort_needles else needles, np.uint64)
+    lows, sizes = spans(hay, wanted)
+    assert lows.tolist() == np.searchsorted(hay, wanted, "left").tolist()
+    assert (lows + sizes).tolist() == np.searchsorted(hay, wanted, "right").tolist()

@@ -23,7 +23,7 @@ from dedupdb.sketch.winnowing import (
 )
 from dedupdb.storage.entries import CONTENT_ID_BITS, CONTENT_ID_MASK
 from dedupdb.storage.store import Store
-from dedupdb.text.hashing import distinct, distinct_counts, ranges, to_unsigned64
+from dedupdb.text.hashing import distinct, distinct_counts, ranges, spans, to_unsigned64
 
 
 def shared_counts(
@@ -36,9 +36,7 @@ def shared_counts(
         return empty, empty, empty
     order = np.argsort(posting_keys, kind="stable")
     posting_keys, posting_ids = posting_keys[order], posting_ids[order]
-    lows = np.searchsorted(posting_keys, keys, "left")
-    highs = np.searchsorted(posting_keys, keys, "right")
-    sizes = highs - lows
+    lows, sizes = spans(posting_keys, keys)
     mine = np.repeat(ids, sizes)
     at = ranges(lows, sizes)
     theirs = posting_ids[at]
@@ -177,8 +175,7 @@ def _rows_under(owners: np.ndarray, wanted: np.ndarray, keys: np.ndarray, ids: n
     """(query, content id) of every posting (keys, ids) under a key a query looks up (owners[i] looks up wanted[i])."""
     order = np.argsort(keys, kind="stable")
     keys, ids = keys[order], ids[order].astype(np.int64)
-    lows = np.searchsorted(keys, wanted, "left")
-    sizes = np.searchsorted(keys, wanted, "right") - lows
+    lows, sizes = spans(keys, wanted)
     return np.repeat(owners, sizes), ids[ranges(lows, sizes)]
 
 

@@ -30,6 +30,7 @@ from dedupdb.text.hashing import (
     ranges,
     run_starts,
     slot_hash,
+    spans,
     to_unsigned64,
 )
 from dedupdb.text.templates import Frame, frame_of, frames_are_templates, text_tokens
@@ -303,9 +304,9 @@ class Indexer:
             stored_keys, stored_ids = self.store.match_index(keys)
             order = np.argsort(stored_keys, kind="stable")
             stored_keys, stored_ids = stored_keys[order], stored_ids[order].astype(np.int64)
-            lows = np.searchsorted(stored_keys, keys, "left")
+            lows, counts = spans(stored_keys, keys)
             # Each key's first holders only (KEY_HOLDERS_COMPARED), as an add compares a new text with.
-            counts = np.minimum(np.searchsorted(stored_keys, keys, "right") - lows, KEY_HOLDERS_COMPARED)
+            counts = np.minimum(counts, KEY_HOLDERS_COMPARED)
             codes = distinct((np.repeat(ids, counts) << 32) | stored_ids[ranges(lows, counts)])
             queries, candidates = codes >> 32, codes & 0xFFFFFFFF
             not_exact = candidates != np.array([e or -1 for e in exact], np.int64)[queries]
