@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import dedupdb
-from dedupdb.storage import schema as migrate
 from dedupdb.errors import DatabaseError
+from dedupdb.storage import schema as migrate
 from dedupdb.storage.store import Store
 
 
@@ -73,7 +73,14 @@ def _as_schema_2(db_path) -> None:
 
 def _five_documents_stored(tmp_path, db_path) -> tuple[list, int, int]:
     """Two near-duplicate pairs and one other text, added: (pairs, index rows, containment rows)."""
-    from .conftest import CHINESE, CHINESE_EDITED, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
+    from .conftest import (
+        CHINESE,
+        CHINESE_EDITED,
+        ENGLISH,
+        ENGLISH_EDITED,
+        ENGLISH_OTHER,
+        write,
+    )
 
     folder = tmp_path / "docs"
     for name, text in [("a", ENGLISH), ("b", ENGLISH_EDITED), ("c", ENGLISH_OTHER), ("d", CHINESE), ("e", CHINESE_EDITED)]:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-import xxhash
 from numpy.typing import NDArray
 
 from dedupdb import compiled
@@ -20,7 +19,12 @@ from dedupdb.sketch.simhash import fingerprints as simhash_fingerprints
 from dedupdb.sketch.winnowing import run_hashes, winnowed
 from dedupdb.text.hashing import content_hash, distinct_first_counts, to_signed64
 from dedupdb.text.tokens import Tokenizer, chinese_words, jieba_words
-from dedupdb.text.weights import chinese_idf, chinese_word_hashes, word_buckets, word_weights
+from dedupdb.text.weights import (
+    chinese_idf,
+    chinese_word_hashes,
+    word_buckets,
+    word_weights,
+)
 
 
 # Not frozen: made by the hundred thousand in an add, and a frozen dataclass's __init__ costs six times as much.

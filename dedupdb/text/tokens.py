@@ -382,8 +382,9 @@ _JIEBA_SKIP = _Lazy(r"([a-zA-Z0-9]+(?:\.\d+)?%?)")
 
 
 def chinese_words(normalized_text: str) -> list[str]:
-    """jieba's segmentation by jieba-rs (rjieba), the same dictionary and HMM compiled: some twenty times quicker
-    than jieba's Python code, with nothing to load (jieba's dictionary costs a process about a second and 50 MB).
+    """jieba's segmentation by jieba-rs (rjieba), the same dictionary and HMM compiled: 20 µs a Chinese review
+    against jieba's Python code's 240, with nothing to load (jieba's dictionary costs a process about a second and
+    50 MB).
     Where the two differ, jieba's way is kept: jieba-rs takes more characters as Han (a rarer ideograph joins its
     neighbours), so it is given jieba's runs one at a time; and it keeps a run like "60-70" or "mr.big" whole where
     jieba cuts it at its marks, so such a token, with no Han character and not in the dictionary ("c++" is), is cut
@@ -406,4 +407,3 @@ def chinese_words(normalized_text: str) -> list[str]:
             else:  # letters, digits and marks: cut at the letter-and-digit runs
                 words.extend(part for part in _JIEBA_SKIP.split(word) if part and _JIEBA_WORD.search(part))
     return words
-
