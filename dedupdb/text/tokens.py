@@ -379,6 +379,7 @@ def jieba_words(normalized_text: str) -> list[str]:
 # which its HMM segments, and the rest, which it splits at these letter-and-digit runs.
 _JIEBA_BLOCK = _Lazy("([\u4E00-\u9FD5a-zA-Z0-9+#&._%\\-]+)")
 _JIEBA_SKIP = _Lazy(r"([a-zA-Z0-9]+(?:\.\d+)?%?)")
+_ASCII = _Lazy("[\x00-\x7f]")
 
 
 def chinese_words(normalized_text: str) -> list[str]:
@@ -397,6 +398,9 @@ def chinese_words(normalized_text: str) -> list[str]:
         if not at % 2:  # between jieba's runs (most often punctuation and spaces alone): each character alone
             if _JIEBA_WORD.search(piece):
                 words.extend(c for c in piece if _JIEBA_WORD.search(c))
+            continue
+        if _ASCII.search(piece) is None:  # Han alone (most runs of a Chinese text): jieba-rs's words are jieba's
+            words += rjieba.cut(piece)
             continue
         for word in rjieba.cut(piece):
             if not word.isascii():  # in one of jieba's runs, what is not ASCII is Han

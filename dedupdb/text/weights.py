@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Callable
 from functools import lru_cache
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +92,8 @@ _CHINESE_TABLE_VERSION = 2
 
 
 def chinese_word_hashes(words: list[str]) -> NDArray[np.uint64]:
-    return np.fromiter((xxhash.xxh64_intdigest(w.encode("utf-8"), CHINESE_WORD_SEED) for w in words), np.uint64, len(words))
+    hashes = map(xxhash.xxh64_intdigest, map(str.encode, words), repeat(CHINESE_WORD_SEED))  # no generator: quicker
+    return np.fromiter(hashes, np.uint64, len(words))
 
 
 def chinese_idf(hashes: NDArray[np.uint64]) -> NDArray[np.float64]:
