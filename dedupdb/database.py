@@ -838,6 +838,7 @@ class Database:
             "reclaimable_bytes": sum(c.reclaimable_bytes for c in clusters),
             "database_bytes": self.store.size_bytes(),
             "settings": {f.name: getattr(self.settings, f.name) for f in fields(Settings)},
+            "current_algorithm": ALGORITHM_VERSION,  # a store of an older one kept says so (reindex --from-sources)
             "lsh": scheme_stats(self.banding),
             "candidate_probability": curve(self.banding),  # by Jaccard similarity: the scheme's S-curve
         }

@@ -298,6 +298,8 @@ def test_a_store_of_algorithm_6_takes_texts_as_before_until_reindexed_to_7(tmp_p
         assert [Path(p.path).name for p in db.query(edited)][:1] == ["b.txt"]
         pairs = sorted((p.a, p.b, p.jaccard) for p in db.pairs())
     assert len(pairs) == 1 and set(used) == {"jieba_words"}
+    stats = cli("stats")
+    assert stats.exit_code == 0 and "made by algorithm 6" in stats.stdout and "reindex --from-sources" in stats.stdout
     used.clear()
     assert cli("reindex", "--from-sources").exit_code == 0
     assert set(used) == {"chinese_words"}
@@ -305,3 +307,4 @@ def test_a_store_of_algorithm_6_takes_texts_as_before_until_reindexed_to_7(tmp_p
         assert not db.outdated and db.settings.algorithm == dedupdb.config.ALGORITHM_VERSION == 7
         assert sorted((p.a, p.b, p.jaccard) for p in db.pairs()) == pairs
         assert first in {row[0] for row in db.store.conn.execute("SELECT simhash FROM contents")}
+    assert "made by algorithm" not in cli("stats").stdout
