@@ -402,7 +402,7 @@ class Ingest:
         self._stored_before = self.store.content_count()
         if self._workers > 0 and self._bytes_total >= POOL_AT_ONCE_BYTES:
             # Plainly a large add: the workers start before this process sketches anything, so they are forked
-            # small (a process that has sketched Chinese holds jieba's dictionary, and every fork a copy), but
+            # small (a process that has sketched Chinese holds its segmenter's dictionary, and every fork a copy), but
             # with numba and the compiled sketching: loaded here first, their pages are shared with the workers
             # (75 MiB of PSS a worker against 103 when each loaded its own), and this process verifies and decodes
             # compiled from its first batch. Not where the compiled code is still to be compiled (the first add

@@ -174,7 +174,7 @@ class Sketcher:
     def _chinese_simhash(self, text: str, tokens: int) -> int | None:
         minimum = self.settings.simhash_min_features
         if tokens < minimum:
-            return None  # cannot reach the minimum; spares jieba the work
+            return None  # cannot reach the minimum; spares the segmenter the work
         # A store of algorithm 6 goes on with jieba's Python segmenting, so that its fingerprints stay its own.
         words = jieba_words(text) if self.settings.algorithm <= 6 else chinese_words(text)
         features, _, counts = distinct_first_counts(chinese_word_hashes(words))

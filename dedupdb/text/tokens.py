@@ -334,7 +334,8 @@ _jieba_lock = threading.Lock()
 
 @lru_cache(maxsize=1)
 def _jieba():
-    """Load jieba on first use only: its dictionary costs about a second and is needed for Chinese alone."""
+    """Load jieba on first use only: its dictionary costs about a second and is needed for the Chinese of stores of
+    algorithm 6 alone (chinese_words segments with jieba-rs)."""
     with _jieba_lock:
         import logging
 
