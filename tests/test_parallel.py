@@ -224,7 +224,7 @@ def test_an_add_that_awaited_the_compiled_code_takes_it_once_it_is_there(monkeyp
             loads.append(compiled.awaiting())
 
     ingest = pipeline.Ingest.__new__(pipeline.Ingest)
-    ingest.indexer, ingest._workers, ingest._pool, ingest._batches, ingest._in_flight = Indexer(), 0, None, 0, None
+    ingest.indexer, ingest._workers, ingest._pool, ingest._batches, ingest._in_flight = Indexer(), 0, None, 0, pipeline.deque()
     ingest._awaited = True
     done = []
     waiting = [True]
@@ -258,3 +258,83 @@ def test_a_large_batch_query_loads_the_compiled_code_before_it_forks(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "q.db"), ENGLISH, ENGLISH_OTHER],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.stdout.split() == ["True"] * 3, done.stderr
+
+
+class _RecordingPool:
+    """Stands for WorkPool: records what was submitted, and when each batch's results were asked for."""
+
+    def __init__(self, events):
+        self.events = events
+
+    def submit(self, work, items, **parts):
+        self.events.append(("submit", items[0]))
+        events = self.events
+
+        class Pending:
+            def result(self):
+                events.append(("result", items[0]))
+                return work(None, items)
+
+        return Pending()
+
+
+class _Settled:
+    settings = Settings()
+
+
+def _bare_ingest(pool):
+    ingest = pipeline.Ingest.__new__(pipeline.Ingest)
+    ingest.indexer, ingest._workers, ingest._pool, ingest._batches = _Settled(), 1, pool, 5
+    ingest._in_flight, ingest._awaited = pipeline.deque(), False
+    return ingest
+
+
+def test_the_workers_read_batches_ahead_of_the_one_written_and_each_is_written_in_order():
+    """While a batch is written, the workers have the next BATCHES_AHEAD to read: one long write or one long read
+    then does not idle the other side. Every batch is still written once, in order; a batch of messages (which
+    may hold tens of MB) keeps one ahead."""
+    assert pipeline.BATCHES_AHEAD == 2
+    events, applied = [], []
+    ingest = _bare_ingest(_RecordingPool(events))
+    for batch in range(1, 6):
+        ingest.submit(_echo, [batch], applied.extend)
+    # Batch 1 is written only once 2 and 3 are with the workers.
+    assert events[:4] == [("submit", 1), ("submit", 2), ("submit", 3), ("result", 1)]
+    assert applied == [1, 2, 3] and len(ingest._in_flight) == 2
+    ingest._drain()
+    assert applied == [1, 2, 3, 4, 5] and not ingest._in_flight
+
+    events.clear()
+    applied.clear()
+    for batch in range(1, 4):
+        ingest.submit(_echo, [batch], applied.extend, ahead=1)
+    assert events[:3] == [("submit", 1), ("submit", 2), ("result", 1)]
+    ingest._drain()
+    assert applied == [1, 2, 3]
+
+
+def test_a_batch_done_inline_first_writes_those_in_flight():
+    """Without a pool, a batch is read here: the batches before it, in flight, are written first."""
+    events, applied = [], []
+    ingest = _bare_ingest(_RecordingPool(events))
+    ingest.submit(_echo, [1], applied.extend)
+    ingest.submit(_echo, [2], applied.extend)
+    ingest._pool, ingest._workers = None, 0
+    ingest.submit(_echo, [3], applied.extend)
+    assert applied == [1, 2, 3] and not ingest._in_flight
+
+
+def test_the_pipes_to_and_from_the_workers_are_widened():
+    """A worker's result, hundreds of KB, crosses in 1 MiB reads rather than 64 KiB ones (the thread reading it
+    waits for the GIL between reads, and the worker waits on it)."""
+    fcntl = pytest.importorskip("fcntl")
+    if not hasattr(fcntl, "F_GETPIPE_SZ"):
+        pytest.skip("pipe sizes are set on Linux")
+    pool = WorkPool(Settings(), workers=1)
+    try:
+        executor = pool._executor
+        for pipe in (executor._result_queue._reader, executor._call_queue._reader):
+            assert fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ) >= 1 << 20
+        assert pool.submit(_echo, list(range(10)), min_items=1).result() == list(range(10))
+    finally:
+        pool.close()

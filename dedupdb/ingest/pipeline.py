@@ -12,6 +12,7 @@ import os
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -85,6 +86,10 @@ def add_targets(paths: list[str | Path], records: RecordOptions | None) -> list[
 # starts them only if there is a second (a few files are done before workers would have started).
 POOL_AT_ONCE_BYTES = 8 * 1024 * 1024
 _SPOOL_BYTES = 32 * 1024 * 1024
+# Batches the workers may read and sketch while this process writes an earlier one. A batch's writing time
+# varies (a merge of the index's runs falls on some batches), and with a single batch ahead the workers wait
+# out each long one, and this process each long sketching: two keep both busier.
+BATCHES_AHEAD = 2
 
 
 @dataclass
@@ -312,35 +317,41 @@ class Ingest:
         self._warming: threading.Thread | None = None
         self._awaited = False  # the pool started before the compiled code was in numba's cache (compiled.py)
         self._batches = 0
-        self._in_flight: tuple[PendingWork, Callable] | None = None
+        self._in_flight: deque[tuple[PendingWork, Callable]] = deque()
         self._progress: Progress | None = None
         self._bytes_total = 0
         self._bytes_before = 0  # of the files done
         self._stored_before = 0  # distinct texts the store held when this add began
 
-    # --- one batch in flight -------------------------------------------------------
+    # --- batches in flight -------------------------------------------------------
 
-    def submit(self, work: Work, items: list, apply: Callable[[list], None], **parts) -> None:
+    def submit(self, work: Work, items: list, apply: Callable[[list], None], ahead: int = BATCHES_AHEAD,
+               **parts) -> None:
         """Have work(settings, items) done (by workers once the ingest proves large) and apply(results) run in
-        order: batch N is read and sketched while batch N - 1 is written. parts: how the items are shared out
-        (WorkPool.submit)."""
+        order: while batch N is written, the workers read and sketch up to `ahead` batches after it. parts: how
+        the items are shared out (WorkPool.submit)."""
         self._batches += 1
         if self._pool is None and self._workers > 0 and self._batches >= 2:
             self._start_pool()
         if self._awaited and not compiled.awaiting():
             self._take_compiled()
         pending = self._pool.submit(work, items, **parts) if self._pool else None
-        self._drain()
         if pending is None:
+            self._drain()
             apply(work(self.indexer.settings, items))
-        else:
-            self._in_flight = (pending, apply)
+            return
+        self._in_flight.append((pending, apply))
+        while len(self._in_flight) > ahead:
+            self._apply_oldest()
+
+    def _apply_oldest(self) -> None:
+        pending, apply = self._in_flight.popleft()
+        apply(pending.result())
 
     def _drain(self) -> None:
-        if self._in_flight is not None:
-            pending, apply = self._in_flight
-            self._in_flight = None
-            apply(pending.result())
+        """Apply every batch in flight, in order."""
+        while self._in_flight:
+            self._apply_oldest()
 
     def _start_pool(self) -> None:
         self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled,
@@ -437,7 +448,7 @@ class Ingest:
             finally:
                 # An interrupted batch is simply not applied (its files are read again next time); the batches
                 # applied before it are committed on the way out.
-                self._in_flight = None
+                self._in_flight.clear()
                 self._close_pool()
             for root in roots:
                 if root.is_dir():
@@ -878,7 +889,8 @@ class _MailRead(_RecordRead):
         ingest = self.ingest
         jobs = [(m.data, ingest.max_file_bytes, ingest.extract_seconds) for m in batch]
         self.ingest.submit(
-            read_messages, jobs, lambda results: self._apply(batch, results, offset, line, digest, done)
+            read_messages, jobs, lambda results: self._apply(batch, results, offset, line, digest, done),
+            ahead=1,  # a batch of messages may hold _MAIL_BATCH_BYTES: one ahead bounds what is held
         )
         self.ingest.report_progress(offset)
 

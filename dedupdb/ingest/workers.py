@@ -40,6 +40,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from dedupdb import compiled
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 from dedupdb.config import Settings
 from dedupdb.errors import DedupError
 
@@ -48,6 +53,7 @@ _MIN_PARALLEL = 64
 # Most items a worker takes at once: its memory grows with the part it holds (the texts, their sketches and the
 # pickled reply: 23 MB for 500 IMDB reviews, 40 for 1,000), so a batch goes out in parts of at most this many.
 _PART_ITEMS = 500
+_PIPE_BYTES = 1 << 20
 
 # A module-level function of (settings, items) returning one result per item, in order.
 Work = Callable[[Settings, list], list]
@@ -239,6 +245,7 @@ class WorkPool:
             max_workers=workers, mp_context=context, initializer=_worker_init,
             initargs=(os.getpid(), None if compiling else warm_up, compiling),
         )
+        _widen_pipes(self._executor)
         # The first submit forks the workers (and starts the executor's threads, which keep the mask: signals then go
         # to the main thread, the one that handles them).
         with _signals_blocked():
@@ -284,6 +291,20 @@ class PendingWork:
             except BrokenProcessPool:
                 raise _worker_died() from None
         return out
+
+
+def _widen_pipes(executor: ProcessPoolExecutor) -> None:
+    """Give the pipes to and from the workers 1 MiB (Linux's default most) instead of 64 KiB. A worker's result,
+    hundreds of KB, is read by a thread of this process that needs the GIL between reads of the pipe: with 64 KiB
+    at a time the worker waits on each, while this process's main thread holds the GIL writing a batch."""
+    if fcntl is None or not hasattr(fcntl, "F_SETPIPE_SZ"):
+        return
+    for connection in (getattr(executor, "_result_queue", None), getattr(executor, "_call_queue", None)):
+        pipe = getattr(connection, "_reader", None)
+        try:
+            fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        except (AttributeError, OSError, ValueError):
+            pass  # another platform's queue, or a smaller limit: the default pipe
 
 
 def _worker_died() -> DedupError:
