@@ -286,13 +286,14 @@ def _bare_ingest(pool):
     ingest = pipeline.Ingest.__new__(pipeline.Ingest)
     ingest.indexer, ingest._workers, ingest._pool, ingest._batches = _Settled(), 1, pool, 5
     ingest._in_flight, ingest._awaited = pipeline.deque(), False
+    ingest.batch_size = lambda: pipeline.INGEST_BATCH
     return ingest
 
 
 def test_the_workers_read_batches_ahead_of_the_one_written_and_each_is_written_in_order():
     """While a batch is written, the workers have the next BATCHES_AHEAD to read: one long write or one long read
-    then does not idle the other side. Every batch is still written once, in order; a batch of messages (which
-    may hold tens of MB) keeps one ahead."""
+    then does not idle the other side. Every batch is still written once, in order. Larger batches (a large
+    store's) and batches of messages (which may hold tens of MB) keep one ahead."""
     assert pipeline.BATCHES_AHEAD == 2
     events, applied = [], []
     ingest = _bare_ingest(_RecordingPool(events))
@@ -304,13 +305,15 @@ def test_the_workers_read_batches_ahead_of_the_one_written_and_each_is_written_i
     ingest._drain()
     assert applied == [1, 2, 3, 4, 5] and not ingest._in_flight
 
-    events.clear()
-    applied.clear()
-    for batch in range(1, 4):
-        ingest.submit(_echo, [batch], applied.extend, ahead=1)
-    assert events[:3] == [("submit", 1), ("submit", 2), ("result", 1)]
-    ingest._drain()
-    assert applied == [1, 2, 3]
+    for one_ahead in ({"ahead": 1}, {}):
+        events.clear()
+        applied.clear()
+        ingest.batch_size = lambda: pipeline.INGEST_BATCH + (0 if one_ahead else 1)
+        for batch in range(1, 4):
+            ingest.submit(_echo, [batch], applied.extend, **one_ahead)
+        assert events[:3] == [("submit", 1), ("submit", 2), ("result", 1)]
+        ingest._drain()
+        assert applied == [1, 2, 3]
 
 
 def test_a_batch_done_inline_first_writes_those_in_flight():
