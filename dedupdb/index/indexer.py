@@ -172,7 +172,9 @@ class Indexer:
         ids, keys = self.rows_of(new)
         (keys, ids), before = self.store.index_and_match(ids, keys)
         candidates = _shared_keys(keys, ids, *before)
-        mine = SketchTable.of({cid: Signature(fp.sketch, fp.simhash) for cid, fp in new.items()})
+        # The sketches of the new texts some candidate pair names: most of a batch of distinct texts meets none.
+        named = distinct(candidates.ravel()).tolist() if len(candidates) else []
+        mine = SketchTable.of({cid: Signature(new[cid].sketch, new[cid].simhash) for cid in named if cid in new})
         return self._verify_and_link(candidates, mine, snippets, None if stored else list(new))
 
     def _verify_and_link(self, candidates: np.ndarray, mine: SketchTable, snippets: dict[int, str] | None = None,
