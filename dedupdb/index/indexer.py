@@ -172,17 +172,15 @@ class Indexer:
         ids, keys = self.rows_of(new)
         (keys, ids), before = self.store.index_and_match(ids, keys)
         candidates = _shared_keys(keys, ids, *before)
-        # The sketches of the new texts some candidate pair names: most of a batch of distinct texts meets none.
-        named = distinct(candidates.ravel()).tolist() if len(candidates) else []
-        mine = SketchTable.of({cid: Signature(new[cid].sketch, new[cid].simhash) for cid in named if cid in new})
-        return self._verify_and_link(candidates, mine, snippets, None if stored else list(new))
+        return self._verify_and_link(candidates, new, snippets, None if stored else list(new))
 
-    def _verify_and_link(self, candidates: np.ndarray, mine: SketchTable, snippets: dict[int, str] | None = None,
-                         unstored: list[int] | None = None) -> dict[int, int]:
-        """Verify candidate pairs ((n, 2), in order; mine: the sketches of the texts the store does not hold yet),
-        store those that pass and merge their clusters (see _index_and_link)."""
+    def _verify_and_link(self, candidates: np.ndarray, new: dict[int, Fingerprint],
+                         snippets: dict[int, str] | None = None, unstored: list[int] | None = None) -> dict[int, int]:
+        """Verify candidate pairs ((n, 2), in order; new: fingerprints at hand, among them those of the texts the
+        store does not hold yet), store those that pass and merge their clusters (see _index_and_link)."""
         if not len(candidates):
             return {}
+        new_ids = np.fromiter(new, np.int64, len(new))
         pairs = []
         # A part of the candidates at a time, with the stored sketches it needs: a batch onto a large store meets
         # hundreds of thousands of stored texts, whose sketches at once would be hundreds of MB. Candidates come
@@ -190,8 +188,11 @@ class Indexer:
         for start in range(0, len(candidates), VERIFY_PAIRS_AT_ONCE):
             part = candidates[start : start + VERIFY_PAIRS_AT_ONCE]
             wanted = distinct(part.ravel())
-            missing = wanted[~np.isin(wanted, mine.ids, assume_unique=True)]
-            theirs = SketchTable(*self.store.sketch_columns(missing.tolist()))
+            at_hand = np.isin(wanted, new_ids, assume_unique=True)
+            # Sketches of the new texts this part names only: most of a batch of distinct texts meets none.
+            mine = SketchTable.of({cid: Signature(new[cid].sketch, new[cid].simhash)
+                                   for cid in wanted[at_hand].tolist()})
+            theirs = SketchTable(*self.store.sketch_columns(wanted[~at_hand].tolist()))
             pairs += self.judge.pairs(SketchTable.joined([theirs, mine]), part)  # stored ids come first
         self.store.insert_pairs(pairs)
         self.store.mark_templates(template_pairs(self.store, [(a, b) for a, b, _, _ in pairs], snippets or {},
@@ -247,7 +248,7 @@ class Indexer:
                 self.store.set_clusters({m: c for m, c in labels.items() if c != cluster})
         # Under a key held by more than the compared first texts, those after the removed ones move up: they are
         # compared now with the texts after them, as a store that never held the removed ones would have.
-        self._verify_and_link(self._moved_up_pairs(gone_keys, gone_ids), SketchTable.of({}))
+        self._verify_and_link(self._moved_up_pairs(gone_keys, gone_ids), {})
 
     def _moved_up_pairs(self, gone_keys: np.ndarray, gone_ids: np.ndarray) -> np.ndarray:
         """Candidate pairs, (n, 2) in order, that removing these index rows lets in: under each of their keys, the

@@ -39,12 +39,12 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
-from dedupdb import compiled
-
 try:
     import fcntl
 except ImportError:  # Windows
     fcntl = None
+
+from dedupdb import compiled
 from dedupdb.config import Settings
 from dedupdb.errors import DedupError
 
@@ -299,12 +299,15 @@ def _widen_pipes(executor: ProcessPoolExecutor) -> None:
     at a time the worker waits on each, while this process's main thread holds the GIL writing a batch."""
     if fcntl is None or not hasattr(fcntl, "F_SETPIPE_SZ"):
         return
-    for connection in (getattr(executor, "_result_queue", None), getattr(executor, "_call_queue", None)):
-        pipe = getattr(connection, "_reader", None)
+    try:
+        pipes = (executor._result_queue._reader, executor._call_queue._reader)
+    except AttributeError:  # another Python's executor: its default pipes
+        return
+    for pipe in pipes:
         try:
             fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-        except (AttributeError, OSError, ValueError):
-            pass  # another platform's queue, or a smaller limit: the default pipe
+        except OSError:
+            pass  # a smaller limit set on this machine: the default pipe
 
 
 def _worker_died() -> DedupError:
