@@ -305,11 +305,13 @@ class Database:
         self._require_current()
         from dedupdb.ingest.pipeline import Ingest, add_targets
         from dedupdb.ingest.sources import WalkRules
+        from dedupdb.ingest.workers import bulk_collections
 
         targets = add_targets(paths, records)
         ingest = Ingest(self.store, self.indexer, workers, max_file_size, max_record_size, extract_timeout)
         rules = WalkRules(tuple(include), tuple(only), follow_symlinks)
-        return ingest.run(targets, rules, tuple(exclude), progress, records, stdin)
+        with bulk_collections():
+            return ingest.run(targets, rules, tuple(exclude), progress, records, stdin)
 
     def reindex(self, threshold: float | None = None, progress: Progress | None = None) -> Candidates:
         """Rebuild bands, pairs and clusters from stored signatures, optionally for a new threshold (the preset

@@ -116,14 +116,19 @@ class ContainmentIndex:
             common_counts[bare] = np.bincount(owners[still], minlength=len(probes))[bare]
         codes, counts = distinct_counts((found_q << CONTENT_ID_BITS) | found_c)
         found_q, found_c = codes >> CONTENT_ID_BITS, codes & CONTENT_ID_MASK
-        starts = np.searchsorted(found_q, np.arange(len(probes) + 1))
-        best: list[list[int]] = []
-        for q, query in enumerate(queries):
-            part = slice(starts[q], starts[q + 1])
-            content_ids, shared = found_c[part], counts[part]
-            prints = len(query.fingerprints if query.fingerprints is not None else ())
-            enough = shared + common_counts[q] >= CANDIDATE_SHARE * floor * prints
-            best.append(candidates_by_share(content_ids[enough].tolist(), shared[enough].tolist(), QUERY_CANDIDATES))
+        prints = np.fromiter((0 if query.fingerprints is None else len(query.fingerprints) for query in queries),
+                             np.int64, len(queries))
+        enough = counts + common_counts[found_q] >= CANDIDATE_SHARE * floor * prints[found_q]
+        found_q, found_c, counts = found_q[enough], found_c[enough], counts[enough]
+        # candidates_by_share() of every query at once: by query, then most shared first, then by id.
+        order = np.lexsort((found_c, -counts, found_q))
+        found_q, found_c = found_q[order], found_c[order]
+        starts = np.searchsorted(found_q, np.arange(len(queries) + 1))
+        chosen = np.arange(len(found_q)) - starts[found_q] < QUERY_CANDIDATES
+        found_q, found_c = found_q[chosen], found_c[chosen]
+        bounds = np.searchsorted(found_q, np.arange(len(queries) + 1)).tolist()
+        listed = found_c.tolist()
+        best = [listed[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
         sides = {} if sides is None else sides
         self.read_sides((cid for chosen in best for cid in chosen), sides)
         best = [[cid for cid in chosen if cid in sides] for chosen in best]
@@ -216,14 +221,29 @@ def shares_of(asked: list[tuple[Side, list[Side]]], sketch_size: int) -> list[li
     owner = np.repeat(np.arange(len(scored)), [len(asked[q][1]) for q in scored])
     shared, below = fast.held(np.concatenate(sketches).astype(np.uint32, copy=False), starts, lengths, owner,
                              np.arange(len(queries), len(sketches)))
-    shared, below, lengths = shared.tolist(), below.tolist(), lengths[len(queries):].tolist()
-    p = 0
-    for q in scored:
-        query, row = asked[q][0], out[q]
-        mine = int(np.count_nonzero((query.sketch & np.uint32(1)) == 0))
-        for i, side in enumerate(asked[q][1]):
-            row[i] = _share(query, side, mine, lengths[p], shared[p], below[p], sketch_size)
-            p += 1
+    # _share() of every pair at once; a pair whose sample is smaller than the query's fingerprints is left to it.
+    values = np.concatenate(sketches[: len(queries)])
+    evens = np.concatenate(([0], np.cumsum((values & np.uint32(1)) == 0)))
+    ends = np.cumsum(lengths[: len(queries)])
+    mine = (evens[ends] - evens[ends - lengths[: len(queries)]])[owner]
+    query_shingles = np.fromiter((query.shingles for query in queries), np.int64, len(queries))[owner]
+    query_prints = np.fromiter((-1 if query.fingerprints is None else len(query.fingerprints) for query in queries),
+                               np.int64, len(queries))[owner]
+    whole = np.fromiter((side.shingles <= sketch_size for side in others), bool, len(others))
+    printed = np.fromiter((side.fingerprints is not None for side in others), bool, len(others))
+    length = lengths[len(queries):]
+    sample = np.where(whole | (length == 0), mine, below)
+    prints = np.where(printed & (query_prints >= 0), query_prints, 0)
+    direct = ((query_shingles <= sketch_size) & whole) | (sample >= prints)
+    shares: list[float | None] = np.divide(shared, sample, out=np.zeros(len(others)), where=sample > 0).tolist()
+    for p in np.flatnonzero(direct & (sample == 0)).tolist():
+        shares[p] = None
+    for p in np.flatnonzero(~direct).tolist():
+        query, side = queries[owner[p]], others[p]
+        shares[p] = _share(query, side, int(mine[p]), int(length[p]), int(shared[p]), int(below[p]), sketch_size)
+    bounds = np.concatenate(([0], np.cumsum([len(asked[q][1]) for q in scored]))).tolist()
+    for q, a, b in zip(scored, bounds[:-1], bounds[1:]):
+        out[q] = shares[a:b]
     return out
 
 

@@ -30,7 +30,7 @@ from dedupdb.ingest.records import (
     sniff_encoding,
 )
 from dedupdb.ingest.sources import readable_name
-from dedupdb.ingest.workers import PendingWork, WorkPool, load_numba
+from dedupdb.ingest.workers import PendingWork, WorkPool, bulk_collections, load_numba
 from dedupdb.sketch.fingerprint import Sketch, load_compiled, query_runs, sketch_texts
 from dedupdb.text.normalize import normalize_lines
 
@@ -128,6 +128,11 @@ def answered_batches(
     too, each batch shared out among them while the one before is answered, so that a few batches still keep
     every worker busy. Memory stays bounded by the batches in flight, whatever the input's length. progress is
     called with the last item of each batch answered."""
+    with bulk_collections():
+        yield from _answered_batches(settings, items, workers, here, there, large, progress)
+
+
+def _answered_batches(settings, items, workers, here, there, large, progress) -> Iterator[list]:
     pool: WorkPool | None = _pool(settings, workers) if large and workers > 0 else None
     ahead = workers if large else 1  # batches in flight beyond the one waited for
     in_flight: deque[tuple[list[QueryText], PendingWork]] = deque()
