@@ -341,3 +341,46 @@ def test_the_pipes_to_and_from_the_workers_are_widened():
         assert pool.submit(_echo, list(range(10)), min_items=1).result() == list(range(10))
     finally:
         pool.close()
+
+
+def _collector_state(settings, items):
+    import gc
+
+    return [(gc.get_threshold()[0], gc.get_freeze_count() > 0) for _ in items]
+
+
+def test_a_bulk_add_or_query_collects_garbage_less_often_then_gives_the_settings_back(tmp_path, monkeypatch):
+    """While an add or a batch query runs, young collections come every BULK_GC_THRESHOLD allocations and what was
+    alive at its start is frozen out of collections; the process's own settings come back after it, nested uses
+    counting as one. A worker keeps the setting for its life."""
+    import gc
+
+    from dedupdb.ingest import workers
+
+    monkeypatch.setattr(pipeline, "INGEST_BATCH", 70)
+    before = gc.get_threshold()
+    assert before[0] < workers.BULK_GC_THRESHOLD and gc.get_freeze_count() == 0
+    seen = []
+    lines = [json.dumps({"id": i, "text": f"{ENGLISH} variant {i}"}) for i in range(200)]
+    path = write(tmp_path / "corpus.jsonl", "\n".join(lines) + "\n")
+    with dedupdb.open(tmp_path / "gc.db") as db:
+        db.add([path], records=RecordOptions("jsonl", id_field="id"), workers=1,
+               progress=lambda *_: seen.append((gc.get_threshold()[0], gc.get_freeze_count() > 0)))
+        assert seen and set(seen) == {(workers.BULK_GC_THRESHOLD, True)}
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+        answers = db.query_many([ENGLISH, CHINESE], workers=0)
+        next(answers)
+        assert gc.get_threshold()[0] == workers.BULK_GC_THRESHOLD and gc.get_freeze_count() > 0
+        assert len(list(answers)) == 1
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    with workers.bulk_collections():
+        with workers.bulk_collections():
+            pass
+        assert gc.get_threshold()[0] == workers.BULK_GC_THRESHOLD
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    pool = WorkPool(Settings(), workers=1)
+    try:
+        assert pool.submit(_collector_state, [0, 1], min_items=1).result() == [(workers.BULK_GC_THRESHOLD, True)] * 2
+    finally:
+        pool.close()
+    assert gc.get_threshold() == before

@@ -74,7 +74,13 @@ def _assert_same(db, texts, results, **options):
 
 
 @pytest.mark.parametrize("options", [{}, {"containment": None}, {"threshold": 0.3, "top": 0}, {"containment": 0.3}])
-def test_query_many_equals_single_queries(store, monkeypatch, options):
+@pytest.mark.parametrize("candidates", [500, 2])
+def test_query_many_equals_single_queries(store, monkeypatch, options, candidates):
+    """With the candidates a query scores for containment capped low too: a batch ranks them all at once (most
+    fingerprints shared first, then by id), a single query one by one, and both keep the same ones."""
+    from dedupdb.index import containment as finder
+
+    monkeypatch.setattr(finder, "QUERY_CANDIDATES", candidates)
     monkeypatch.setattr(querying, "QUERY_BATCH", 9)  # several batches, one of them partial
     texts = _queries()
     with dedupdb.open(store) as db:

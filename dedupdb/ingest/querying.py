@@ -31,7 +31,7 @@ from dedupdb.ingest.records import (
 )
 from dedupdb.ingest.sources import readable_name
 from dedupdb.ingest.workers import PendingWork, WorkPool, bulk_collections, load_numba
-from dedupdb.sketch.fingerprint import Sketch, load_compiled, query_runs, sketch_texts
+from dedupdb.sketch.fingerprint import Sketch, load_compiled, queries_runs, sketch_texts
 from dedupdb.text.normalize import normalize_lines
 
 STDIN = "-"
@@ -77,7 +77,8 @@ def sketch_queries(settings: Settings, raws: list[str]) -> list[SketchedQuery]:
     texts = normalize_lines([raw.replace("\n", " ") for raw in raws])  # normalize() of each, as query() does
     distinct = list(dict.fromkeys(t for t in texts if t))
     sketches = dict(zip(distinct, sketch_texts(settings, distinct)))
-    short = 2 * settings.winnow_window
+    short = [text for text, sketch in sketches.items() if 0 < sketch.shingles < 2 * settings.winnow_window]
+    runs_of = dict(zip(short, queries_runs(settings, short)))
     out = []
     for text in texts:
         if not text:
@@ -87,7 +88,7 @@ def sketch_queries(settings: Settings, raws: list[str]) -> list[SketchedQuery]:
         if sketch.shingles == 0:
             out.append(SketchedQuery(None, None, NOTHING_TO_COMPARE))
             continue
-        runs = query_runs(settings, text) if sketch.shingles < short else None
+        runs = runs_of.get(text)
         # A query needs no word counts (they weigh a store's corpus): they are left out of what travels back.
         out.append(SketchedQuery(Sketch(sketch.content_hash, sketch.chars, sketch.shingles, sketch.minhash,
                                         sketch.sketch, sketch.simhash, None, sketch.tokens, sketch.fingerprints),

@@ -229,8 +229,13 @@ def sketch_texts(settings: Settings, texts: list[str]) -> list[Sketch]:
 
 def query_runs(settings: Settings, normalized_text: str) -> np.ndarray:
     """Every distinct run hash a text's fingerprints are chosen from (winnowing.py): what a short query looks up."""
-    batch = _sketcher(settings).tokenizer.batch([normalized_text])
-    return run_hashes(batch, 0, settings.containment_ngram)
+    return queries_runs(settings, [normalized_text])[0]
+
+
+def queries_runs(settings: Settings, normalized_texts: list[str]) -> list[np.ndarray]:
+    """query_runs() of many texts, tokenized together."""
+    batch = _sketcher(settings).tokenizer.batch(normalized_texts)
+    return [run_hashes(batch, i, settings.containment_ngram) for i in range(len(normalized_texts))]
 
 
 class Fingerprinter:
