@@ -293,7 +293,7 @@ class Database:
 
         With records, files in a record format (by suffix, or all of them with an explicit format) hold one
         document per record, keyed 'path#id'; the path '-' reads records from stdin (or the given stream).
-        workers: processes that sketch texts beside this one (default: one per further core; 0: none).
+        workers: processes that sketch texts beside this one (default: one per core; 0: none).
         max_file_size: a larger file is reported as failed, not read (default 64 MiB); max_record_size: a longer
         record is reported as a bad record (default 16 MiB). Bytes, or a size such as '200K', '64M', '1G'.
 

@@ -384,3 +384,29 @@ def test_a_bulk_add_or_query_collects_garbage_less_often_then_gives_the_settings
     finally:
         pool.close()
     assert gc.get_threshold() == before
+
+
+def _niceness(settings, items):
+    import os
+
+    return [os.nice(0) for _ in items]
+
+
+def test_workers_run_below_the_writing_process_one_a_core_by_default(monkeypatch):
+    """The writing process sets an add's pace: each worker runs WORKER_NICE below it, so that it takes a core
+    whenever it has work; and there is a worker a core."""
+    import os
+
+    from dedupdb.ingest import workers
+
+    if not hasattr(os, "nice"):
+        pytest.skip("priorities are lowered where os.nice exists")
+    mine = os.nice(0)
+    pool = WorkPool(Settings(), workers=1)
+    try:
+        assert pool.submit(_niceness, [0], min_items=1).result() == [min(19, mine + workers.WORKER_NICE)]
+    finally:
+        pool.close()
+    assert os.nice(0) == mine
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert workers.default_workers() == 6

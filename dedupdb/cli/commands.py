@@ -265,7 +265,7 @@ def add(
     id_field: Optional[str] = typer.Option(None, "--id-field", help="JSONL key or CSV column holding the record id."),
     threshold: Optional[float] = typer.Option(None, help="Jaccard threshold, for a new database."),
     workers: Optional[int] = typer.Option(
-        None, "--workers", min=0, help="Processes sketching texts, 0 for none \\[default: cores - 1]."
+        None, "--workers", min=0, help="Processes sketching texts, 0 for none \\[default: one per core]."
     ),
     max_file_size: Optional[str] = typer.Option(
         None, "--max-file-size", metavar="SIZE",

@@ -1,7 +1,9 @@
 """Reading and sketching in worker processes while the main process writes the store.
 
-The ingest keeps one batch in flight: batch N is read and sketched by the
-workers while batch N - 1 is written, so both cores stay busy. Workers start
+The ingest keeps batches in flight: batch N + 1 (and N + 2 while batches are
+small) is read and sketched by the workers while batch N is written. There is a
+worker a core, each at a lower priority than the writing process, which sets
+the pace: it takes a core when it has work, the workers the rest. Workers start
 only once an ingest turns out to need more than one batch, and load what the
 work needs (the compiled sketching) as they start; a batch reaches them in
 parts, which bounds their memory. Where the platform can fork, they are
@@ -60,6 +62,9 @@ _PIPE_BYTES = 1 << 20
 # collections that walk every object alive: 0.8-1.0 s of the writing process's 9 s of CPU for 100,000 IMDB reviews,
 # 0.9 s of a batch query's 7 s, before this and the freeze below.
 BULK_GC_THRESHOLD = 50_000
+# How far below the writing process a worker runs (os.nice): Linux then gives the writer about nine tenths of a
+# core the two share.
+WORKER_NICE = 10
 
 # A module-level function of (settings, items) returning one result per item, in order.
 Work = Callable[[Settings, list], list]
@@ -139,6 +144,7 @@ def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, com
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _PARENT_SIGNALS)
     if not _die_with_parent_linux():
         _watch_parent(parent_pid)
+    _below_the_writer()
     if os.getppid() != parent_pid:  # the parent died before the kernel was asked to tell
         os._exit(1)
     if warm_up is not None:
@@ -258,12 +264,20 @@ def _signals_blocked() -> Iterator[None]:
 
 
 def default_workers() -> int:
-    """One worker per core but the one the writing process keeps busy: with compiled sketching a worker outpaces
-    the writer several times over (on 2 cores, 100,000 IMDB reviews: 4,706 docs/s with one worker, 4,696 with
-    two, whose second costs 85 MiB). One per core before the compiled code is in numba's cache (the first add
-    after an install): sketching on numpy's path, a worker takes three times the writer's CPU."""
-    cores = os.cpu_count() or 1
-    return cores if not compiled.cached() else max(1, cores - 1)
+    """One worker per core, each at a lower priority than the process that forked it (_below_the_writer). The writing
+    process sets an add's pace: it writes batches in order, and each core a worker takes beside it would otherwise
+    slow it by as much. On 2 cores, 100,000 IMDB reviews: two such workers took 9.4 s where one took 11.5 s
+    (docs/benchmarks.md, "Adding")."""
+    return os.cpu_count() or 1
+
+
+def _below_the_writer() -> None:
+    """In a worker: the priority WORKER_NICE below its parent's, so that the writing process takes a core whenever it
+    has work and the workers share what it leaves. Where a priority cannot be lowered (no os.nice), nothing."""
+    try:
+        os.nice(WORKER_NICE)
+    except (AttributeError, OSError):
+        pass
 
 
 class WorkPool:
