@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -95,3 +97,29 @@ def at_hand() -> bool:
     """Whether this process may take compiled code without paying for numba's start-up: numba is loaded already,
     and the compiled code is not awaited (another process compiling it)."""
     return "numba" in sys.modules and not awaiting()
+
+
+_alone = False
+
+
+def run_alone() -> None:
+    """Said by a process that runs nothing but dedupdb's work (the command line's, a worker) before it loads compiled
+    code: numba may then load there without BLAS (blas_held_back)."""
+    global _alone
+    _alone = True
+
+
+@contextmanager
+def blas_held_back(alone: bool | None = None) -> Iterator[None]:
+    """Around loading compiled code, in a process that runs dedupdb's work alone (run_alone, or alone given): numba
+    imports scipy.linalg for BLAS as it first loads compiled code, where scipy is installed (16 MB and 0.2-0.4 s a
+    process), and dedupdb's compiled code never calls BLAS. Held back, numba takes the ImportError as "no BLAS";
+    it is allowed again after. A library user's process keeps it: compiled code of its own may want it."""
+    spare = (_alone if alone is None else alone) and not {"numba.np.arraymath", "scipy.linalg"} & sys.modules.keys()
+    if spare:
+        sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if spare and "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
+            del sys.modules["scipy.linalg"]

@@ -410,3 +410,33 @@ def test_workers_run_below_the_writing_process_one_a_core_by_default(monkeypatch
     assert os.nice(0) == mine
     monkeypatch.setattr(os, "cpu_count", lambda: 6)
     assert workers.default_workers() == 6
+
+
+@pytest.mark.parametrize("alone", [True, False])
+def test_a_process_running_dedupdb_alone_loads_numba_without_scipy_linalg(alone):
+    """Numba imports scipy.linalg (16 MB, a few tenths of a second) for BLAS as it first loads compiled code, which
+    never calls BLAS: a process that runs dedupdb's work alone (the command line's, a worker) holds it back, and can
+    still import it after; a library user's process, numba loaded first as a pool's parent loads it, keeps it."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba")
+    pytest.importorskip("scipy.linalg")
+    _compiled_in_cache()
+    code = (
+        "import sys\n"
+        "from dedupdb import compiled\n"
+        f"if {alone}: compiled.run_alone()\n"
+        "from dedupdb.config import Settings\n"
+        "from dedupdb.ingest.workers import load_numba\n"
+        "from dedupdb.sketch.fingerprint import load_compiled\n"
+        "from dedupdb.index.indexer import Indexer\n"
+        "load_numba()\n"
+        "loaded = load_compiled()\n"
+        "Indexer.load_compiled(None)\n"
+        "print(loaded, 'numba.np.arraymath' in sys.modules, 'scipy.linalg' in sys.modules)\n"
+        "import scipy.linalg\n"
+        "print(scipy.linalg.norm([3.0, 4.0]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["True", "True", str(not alone), "5.0"], done.stderr

@@ -23,7 +23,7 @@ except ImportError:  # older typer, on click itself
     from click import get_current_context
     from click.exceptions import ClickException
 
-from dedupdb import __version__
+from dedupdb import __version__, compiled
 from dedupdb.cli import render
 from dedupdb.config import (
     DB_ENV_VAR,
@@ -1141,6 +1141,7 @@ def main() -> None:
 
     _handle_stop_signals()
     _check_stdout()
+    compiled.run_alone()  # this process runs dedupdb's work alone: numba loads here without BLAS
     # Every console of the process, ours and those typer makes for help and usage errors.
     rich.console.Console.on_broken_pipe = _console_broken_pipe
     try:

@@ -111,8 +111,9 @@ class Indexer:
         loaded already: a large add calls it in a thread while its workers warm up, so that its first batch does
         not wait for it."""
         if compiled.at_hand():
-            PairJudge.load_compiled()
-            decoding.decoder()
+            with compiled.blas_held_back():
+                PairJudge.load_compiled()
+                decoding.decoder()
 
     # --- index keys ---------------------------------------------------------------
 

@@ -147,6 +147,7 @@ def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, com
     _below_the_writer()
     if os.getppid() != parent_pid:  # the parent died before the kernel was asked to tell
         os._exit(1)
+    compiled.run_alone()
     if warm_up is not None:
         try:
             warm_up()

@@ -208,18 +208,10 @@ def kept_signatures(settings: Settings, shingle_sets: list[NDArray[np.uint32]]) 
 def load_compiled() -> bool:
     """Load the compiled sketching now, in a worker process that is to sketch large batches: they then take it
     from the first, never numpy's path, which costs more memory and time. Only for a process that runs nothing
-    but dedupdb's work: numba is loaded there without scipy.linalg. Returns whether it could be loaded."""
-    # Numba imports scipy.linalg for BLAS (np.dot and the like), which the compiled sketching never calls: 16 MB
-    # and 0.2 s a process. Held back while numba loads (it takes the ImportError as "no BLAS"), then allowed again.
-    spare = "numba" not in sys.modules and "scipy.linalg" not in sys.modules
-    if spare:
-        sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
-    try:
-        loaded = Sketcher._fast()
-    finally:
-        if spare and "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
-            del sys.modules["scipy.linalg"]
-    return loaded is not None
+    but dedupdb's work, or one that has not loaded numba: numba is loaded there without scipy.linalg
+    (compiled.blas_held_back). Returns whether it could be loaded."""
+    with compiled.blas_held_back(None if "numba" in sys.modules else True):
+        return Sketcher._fast() is not None
 
 
 def sketch_texts(settings: Settings, texts: list[str]) -> list[Sketch]:
