@@ -156,7 +156,7 @@ def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, com
     if compiling:
         compiled.await_compiled()
     # A worker does bulk work alone, to its end: what it holds now (what it loaded, what it inherited) is never
-    # collected, and collections come as in the process that forked it (spawned, it starts with the defaults).
+    # collected, and young collections come as in a bulk add (bulk_collections), forked or spawned.
     gc.freeze()
     gc.set_threshold(max(gc.get_threshold()[0], BULK_GC_THRESHOLD), *gc.get_threshold()[1:])
 
