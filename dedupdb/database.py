@@ -437,7 +437,7 @@ class Database:
         by suffix unless records says, lines for another suffix) or of standard input ('-', whose format must be
         given), read as add reads them. A bad record comes back with its reason as error. progress(bytes read,
         bytes in all) is called as batches are answered (bytes in all is 0 when not known)."""
-        from dedupdb.ingest.querying import POOL_AT_ONCE_BYTES, query_records_of
+        from dedupdb.ingest.querying import POOL_AT_ONCE_BYTES, STDIN, query_records_of
         from dedupdb.ingest.records import RecordOptions
 
         self._check_query(containment)
@@ -446,14 +446,16 @@ class Database:
         if progress is not None:
             report = lambda last: progress(last.end_offset, size or 0)  # noqa: E731
         large = size is None or size >= POOL_AT_ONCE_BYTES
-        return self._answer_all(items, threshold, top, containment, workers, large, report)
+        stream = str(path) == STDIN
+        return self._answer_all(items, threshold, top, containment, workers, large, report, stream)
 
     def _check_query(self, containment: float | None) -> None:
         self._require_current()
         if containment is not None and not 0.0 < containment <= 1.0:
             raise InputError(f"containment must be in (0, 1], got {containment}")
 
-    def _answer_all(self, items, threshold, top, containment, workers, large=False, progress=None) -> Iterator[QueryResult]:
+    def _answer_all(self, items, threshold, top, containment, workers, large=False, progress=None,
+                    stream=False) -> Iterator[QueryResult]:
         from dedupdb.ingest.querying import answered_batches
 
         self._check_query(containment)  # here too: before the first result is asked for
@@ -461,7 +463,7 @@ class Database:
         workers = (os.cpu_count() or 1) if workers is None else workers
         there = functools.partial(_answer_in_worker, str(self.store.absolute_path), threshold, top, containment)
         here = functools.partial(self._answer_here, threshold=threshold, top=top, containment=containment)
-        batches = answered_batches(self.settings, items, workers, here, there, large, progress)
+        batches = answered_batches(self.settings, items, workers, here, there, large, progress, stream)
         return (answer for answers in batches for answer in answers)
 
     def _answer_here(self, items, threshold, top, containment) -> list[QueryResult]:

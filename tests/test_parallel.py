@@ -378,6 +378,20 @@ def test_a_bulk_add_or_query_collects_garbage_less_often_then_gives_the_settings
             pass
         assert gc.get_threshold()[0] == workers.BULK_GC_THRESHOLD
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    # A process that froze objects of its own keeps them frozen; one that turned young collections off keeps them off.
+    gc.freeze()
+    try:
+        with workers.bulk_collections():
+            pass
+        assert gc.get_freeze_count() > 0  # not thawed with the add's
+    finally:
+        gc.unfreeze()
+    gc.set_threshold(0, *before[1:])
+    try:
+        with workers.bulk_collections():
+            assert gc.get_threshold()[0] == 0
+    finally:
+        gc.set_threshold(*before)
     pool = WorkPool(Settings(), workers=1)
     try:
         assert pool.submit(_collector_state, [0, 1], min_items=1).result() == [(workers.BULK_GC_THRESHOLD, True)] * 2
@@ -392,7 +406,7 @@ def _niceness(settings, items):
     return [os.nice(0) for _ in items]
 
 
-def test_workers_run_below_the_writing_process_one_a_core_by_default(monkeypatch):
+def test_workers_run_below_the_writing_process_one_a_core_by_default(monkeypatch, tmp_path):
     """The writing process sets an add's pace: each worker runs WORKER_NICE below it, so that it takes a core
     whenever it has work; and there is a worker a core."""
     import os
@@ -402,12 +416,22 @@ def test_workers_run_below_the_writing_process_one_a_core_by_default(monkeypatch
     if not hasattr(os, "nice"):
         pytest.skip("priorities are lowered where os.nice exists")
     mine = os.nice(0)
-    pool = WorkPool(Settings(), workers=1)
-    try:
-        assert pool.submit(_niceness, [0], min_items=1).result() == [min(19, mine + workers.WORKER_NICE)]
-    finally:
-        pool.close()
+    for below, expected in ((True, min(19, mine + workers.WORKER_NICE)), (False, mine)):
+        pool = WorkPool(Settings(), workers=1, below_the_writer=below)
+        try:
+            assert pool.submit(_niceness, [0], min_items=1).result() == [expected]
+        finally:
+            pool.close()
     assert os.nice(0) == mine
+    # An add's pool is made so.
+    made = []
+    monkeypatch.setattr(pipeline, "WorkPool", lambda *a, **k: made.append(k) or WorkPool(*a, **k))
+    lines = [json.dumps({"id": i, "text": f"{ENGLISH} variant {i}"}) for i in range(200)]
+    monkeypatch.setattr(pipeline, "INGEST_BATCH", 70)
+    path = write(tmp_path / "corpus.jsonl", "\n".join(lines) + "\n")
+    with dedupdb.open(tmp_path / "nice.db") as db:
+        assert db.add([path], records=RecordOptions("jsonl", id_field="id"), workers=1).records == 200
+    assert made and made[0]["below_the_writer"] is True
     monkeypatch.setattr(os, "cpu_count", lambda: 6)
     assert workers.default_workers() == 6
 
@@ -416,7 +440,7 @@ def test_workers_run_below_the_writing_process_one_a_core_by_default(monkeypatch
 def test_a_process_running_dedupdb_alone_loads_numba_without_scipy_linalg(alone):
     """Numba imports scipy.linalg (16 MB, a few tenths of a second) for BLAS as it first loads compiled code, which
     never calls BLAS: a process that runs dedupdb's work alone (the command line's, a worker) holds it back, and can
-    still import it after; a library user's process, numba loaded first as a pool's parent loads it, keeps it."""
+    still import it after; a library user's process keeps it, for compiled code of its own."""
     import subprocess
     import sys
 
@@ -428,10 +452,8 @@ def test_a_process_running_dedupdb_alone_loads_numba_without_scipy_linalg(alone)
         "from dedupdb import compiled\n"
         f"if {alone}: compiled.run_alone()\n"
         "from dedupdb.config import Settings\n"
-        "from dedupdb.ingest.workers import load_numba\n"
         "from dedupdb.sketch.fingerprint import load_compiled\n"
         "from dedupdb.index.indexer import Indexer\n"
-        "load_numba()\n"
         "loaded = load_compiled()\n"
         "Indexer.load_compiled(None)\n"
         "print(loaded, 'numba.np.arraymath' in sys.modules, 'scipy.linalg' in sys.modules)\n"

@@ -133,6 +133,11 @@ def test_a_large_record_file_gives_each_worker_whole_batches(store, monkeypatch,
         assert events == [(80, False), (80, False), (80, False), (10, True)]
         assert [r.id for r in results] == [str(line) for line in range(1, 251)]  # no id field: the line
         _assert_same(db, texts, results)
+        # Standard input is large too, and its batches go out as they come: the last is not held back to be shared.
+        events.clear()
+        piped = list(db.query_records("-", RecordOptions("jsonl"), workers=workers, stdin=io.BytesIO(path.read_bytes())))
+        assert events == [(80, False), (80, False), (80, False), (10, False)]
+        assert [(r.id, r.hits) for r in piped] == [(r.id, r.hits) for r in results]
 
 
 def test_workers_find_a_store_opened_by_a_relative_path_after_a_change_of_folder(store, monkeypatch, tmp_path):

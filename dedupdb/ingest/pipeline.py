@@ -360,7 +360,7 @@ class Ingest:
 
     def _start_pool(self) -> None:
         self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled,
-                              compile_soon=self._bytes_total >= COMPILE_SOON_BYTES)
+                              compile_soon=self._bytes_total >= COMPILE_SOON_BYTES, below_the_writer=True)
         self._awaited = compiled.awaiting()
         # While the workers load the compiled sketching and sketch the first batch (two seconds or more on two
         # cores, this process idle), it loads its own compiled code, which that batch's writing would wait for.

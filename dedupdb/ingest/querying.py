@@ -116,7 +116,7 @@ def sketch_items(settings: Settings, items: list[QueryText]) -> list[tuple[Query
 def answered_batches(
     settings: Settings, items: Iterator[QueryText], workers: int, here: Callable[[list[QueryText]], list],
     there: Callable[[Settings, list[QueryText]], list], large: bool = False,
-    progress: Callable[[QueryText], None] | None = None,
+    progress: Callable[[QueryText], None] | None = None, stream: bool = False,
 ) -> Iterator[list]:
     """The answers to the items, batch by batch, in order. here(batch) answers a batch in this process; there
     (a module-level function, or a partial of one) answers a batch, or a part of one, in a worker, which sketches
@@ -124,23 +124,26 @@ def answered_batches(
 
     A large input (its size known to be large, or a stream) starts the workers at once and gives them whole
     batches, one more in flight than there are workers: a batch's lookups cost much the same for half as many
-    texts (split in two, the batches of 82,523 Chinese reviews took 30% more CPU). Its last batch alone is
-    shared out among them. Any other input is held to its first batch: answered here if that is all, else the
+    texts (split in two, the batches of 82,523 Chinese reviews took 30% more CPU). A file's last batch alone is
+    shared out among them (a stream's batches go out as they come). Any other input is held to its first batch: answered here if that is all, else the
     workers start with the second and take the first too, each batch shared out among them while the one before
     is answered, so that a few batches still keep every worker busy. Memory stays bounded by the batches in
-    flight, whatever the input's length. progress is called with the last item of each batch answered. While the
-    answers are being taken, this process collects garbage less often (workers.bulk_collections)."""
+    flight, whatever the input's length. progress is called with the last item of each batch answered. Until the
+    last answer is taken (or the answers are closed), this process collects garbage less often
+    (workers.bulk_collections)."""
     with bulk_collections():
-        yield from _answered_batches(settings, items, workers, here, there, large, progress)
+        yield from _answered_batches(settings, items, workers, here, there, large, progress, stream)
 
 
-def _answered_batches(settings, items, workers, here, there, large, progress) -> Iterator[list]:
+def _answered_batches(settings, items, workers, here, there, large, progress, stream) -> Iterator[list]:
     pool: WorkPool | None = _pool(settings, workers) if large and workers > 0 else None
     ahead = workers if large else 1  # batches in flight beyond the one waited for
     in_flight: deque[tuple[list[QueryText], PendingWork]] = deque()
     first: list[QueryText] | None = None  # the first batch of an input not known to be large
-    # A large input's latest batch, handed out whole once the next is read: the last one is shared out among the
+    # A large file's latest batch, handed out whole once the next is read: the last one is shared out among the
     # workers, which would otherwise all wait on the one that took it (a fifth of 20,000 records' wall time on two).
+    # A stream's batches go out as they are read: its answers come while it is still being written.
+    hold = large and not stream
     held: list[QueryText] | None = None
 
     def hand_out(chunk: list[QueryText], spread: bool = not large) -> None:
@@ -155,7 +158,7 @@ def _answered_batches(settings, items, workers, here, there, large, progress) ->
             if workers == 0:
                 yield _reported(chunk, here(chunk), progress)
                 continue
-            if large:
+            if hold:
                 if held is not None:
                     hand_out(held)
                     if len(in_flight) > ahead:

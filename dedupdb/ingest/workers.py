@@ -79,6 +79,7 @@ _WATCH_SECONDS = 0.5  # how often the portable fallback looks for its parent
 _bulk_lock = threading.Lock()
 _bulk_depth = 0
 _bulk_before: tuple[int, ...] = ()
+_bulk_froze = False
 
 
 @contextmanager
@@ -88,12 +89,17 @@ def bulk_collections() -> Iterator[None]:
     BULK_GC_THRESHOLD allocations. Workers forked meanwhile share the frozen objects' pages untouched, and keep the
     setting. The process's own settings come back at the end (it may be a library user's); nested or concurrent
     uses count as one."""
-    global _bulk_depth, _bulk_before
+    global _bulk_depth, _bulk_before, _bulk_froze
     with _bulk_lock:
         if _bulk_depth == 0:
             _bulk_before = gc.get_threshold()
-            gc.freeze()
-            gc.set_threshold(max(_bulk_before[0], BULK_GC_THRESHOLD), *_bulk_before[1:])
+            # A process that froze objects of its own (a server before it forks) keeps them frozen: gc.unfreeze
+            # would thaw them too. One that turned young collections off (0) keeps them off.
+            _bulk_froze = gc.get_freeze_count() == 0
+            if _bulk_froze:
+                gc.freeze()
+            if _bulk_before[0]:
+                gc.set_threshold(max(_bulk_before[0], BULK_GC_THRESHOLD), *_bulk_before[1:])
         _bulk_depth += 1
     try:
         yield
@@ -102,7 +108,8 @@ def bulk_collections() -> Iterator[None]:
             _bulk_depth -= 1
             if _bulk_depth == 0:
                 gc.set_threshold(*_bulk_before)
-                gc.unfreeze()
+                if _bulk_froze:
+                    gc.unfreeze()
 
 
 def _die_with_parent_linux() -> bool:
@@ -133,7 +140,8 @@ def _watch_parent(parent_pid: int, interval: float = _WATCH_SECONDS) -> threadin
     return thread
 
 
-def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, compiling: bool = False) -> None:
+def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, compiling: bool = False,
+                 below: bool = False) -> None:
     """Runs first in every worker: leave signals to the parent and die with it, then warm_up (loading what the
     work needs while the parent reads the first batch), or with compiling, sketch on numpy's path until the
     compiled sketching another process is compiling is there."""
@@ -144,7 +152,8 @@ def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, com
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _PARENT_SIGNALS)
     if not _die_with_parent_linux():
         _watch_parent(parent_pid)
-    _below_the_writer()
+    if below:
+        _below_the_writer()
     if os.getppid() != parent_pid:  # the parent died before the kernel was asked to tell
         os._exit(1)
     compiled.run_alone()
@@ -283,9 +292,11 @@ def _below_the_writer() -> None:
 
 class WorkPool:
     def __init__(self, settings: Settings, workers: int, warm_up: Callable[[], None] | None = None,
-                 compile_soon: bool = False) -> None:
+                 compile_soon: bool = False, below_the_writer: bool = False) -> None:
         """warm_up: run in each worker as it starts (a module-level function, or None). compile_soon: where the
-        compiled code is still to be compiled, the work is large enough to want it early (compile_detached)."""
+        compiled code is still to be compiled, the work is large enough to want it early (compile_detached).
+        below_the_writer: the workers run at a lower priority than this process, which writes what they make and
+        sets the pace (an add; a batch query's workers do all its work, at this process's priority)."""
         self.settings = settings
         self.workers = workers
         methods = multiprocessing.get_all_start_methods()
@@ -297,7 +308,7 @@ class WorkPool:
             compiled.await_compiled()
         self._executor = ProcessPoolExecutor(
             max_workers=workers, mp_context=context, initializer=_worker_init,
-            initargs=(os.getpid(), None if compiling else warm_up, compiling),
+            initargs=(os.getpid(), None if compiling else warm_up, compiling, below_the_writer),
         )
         _widen_pipes(self._executor)
         # The first submit forks the workers (and starts the executor's threads, which keep the mask: signals then go

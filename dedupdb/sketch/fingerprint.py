@@ -208,9 +208,9 @@ def kept_signatures(settings: Settings, shingle_sets: list[NDArray[np.uint32]]) 
 def load_compiled() -> bool:
     """Load the compiled sketching now, in a worker process that is to sketch large batches: they then take it
     from the first, never numpy's path, which costs more memory and time. Only for a process that runs nothing
-    but dedupdb's work, or one that has not loaded numba: numba is loaded there without scipy.linalg
+    but dedupdb's work (compiled.run_alone: a worker, the command line's) numba is loaded without scipy.linalg
     (compiled.blas_held_back). Returns whether it could be loaded."""
-    with compiled.blas_held_back(None if "numba" in sys.modules else True):
+    with compiled.blas_held_back():
         return Sketcher._fast() is not None
 
 
