@@ -4,6 +4,7 @@ sketch/winnowing.py), kept in the store's containment runs."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import pairwise
 
 import numpy as np
 
@@ -128,7 +129,7 @@ class ContainmentIndex:
         found_q, found_c = found_q[chosen], found_c[chosen]
         bounds = np.searchsorted(found_q, np.arange(len(queries) + 1)).tolist()
         listed = found_c.tolist()
-        best = [listed[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        best = [listed[a:b] for a, b in pairwise(bounds)]
         sides = {} if sides is None else sides
         self.read_sides((cid for chosen in best for cid in chosen), sides)
         best = [[cid for cid in chosen if cid in sides] for chosen in best]
@@ -242,7 +243,7 @@ def shares_of(asked: list[tuple[Side, list[Side]]], sketch_size: int) -> list[li
         query, side = queries[owner[p]], others[p]
         shares[p] = _share(query, side, int(mine[p]), int(length[p]), int(shared[p]), int(below[p]), sketch_size)
     bounds = np.concatenate(([0], np.cumsum([len(asked[q][1]) for q in scored]))).tolist()
-    for q, a, b in zip(scored, bounds[:-1], bounds[1:]):
+    for q, (a, b) in zip(scored, pairwise(bounds)):
         out[q] = shares[a:b]
     return out
 
