@@ -262,23 +262,36 @@ def test_parent_watch_ends_an_orphan(tmp_path):
 @needs_proc
 @posix_only
 def test_a_killed_worker_is_one_line_and_a_rerun_finishes(big_folder, tmp_path):
-    process, db, workers = _caught(big_folder, tmp_path, whole_group=True)
-    try:
-        # Every worker: one killed before it took any work loses none, and the other may then finish the add (the
-        # executor looks at its workers' deaths only when no result is waiting), which is sound but not this test.
-        for worker in workers:
-            os.kill(worker, signal.SIGKILL)
-        os.killpg(process.pid, signal.SIGCONT)
-        _, err = process.communicate(timeout=60)
-    finally:
-        _kill_leftovers(workers, process)
-    err = err.decode()
-    assert process.returncode == 1, err
-    assert "Traceback" not in err
-    assert [line for line in err.splitlines() if line.strip()] == [
-        line for line in err.splitlines() if "worker process ended unexpectedly" in line
-    ]
-    _assert_sound_after_rerun(big_folder, db)
+    for attempt in range(3):
+        (tmp_path / str(attempt)).mkdir()
+        process, db, workers = _caught(big_folder, tmp_path / str(attempt), whole_group=True)
+        try:
+            # Every worker: one killed before it took any work loses none, and the other may then finish the add
+            # (the executor looks at its workers' deaths only when no result is waiting), sound but not this test.
+            for worker in workers:
+                os.kill(worker, signal.SIGKILL)
+            os.killpg(process.pid, signal.SIGCONT)
+            _, err = process.communicate(timeout=60)
+        finally:
+            _kill_leftovers(workers, process)
+        err = err.decode()
+        if process.returncode == 0:
+            # Caught only once the workers had done their part (a machine too loaded for the catch): sound, and
+            # another try.
+            conn = sqlite3.connect(db)
+            try:
+                assert conn.execute("SELECT count(*) FROM documents").fetchone()[0] == FILES
+            finally:
+                conn.close()
+            continue
+        assert process.returncode == 1, err
+        assert "Traceback" not in err
+        assert [line for line in err.splitlines() if line.strip()] == [
+            line for line in err.splitlines() if "worker process ended unexpectedly" in line
+        ]
+        _assert_sound_after_rerun(big_folder, db)
+        return
+    pytest.fail("the add finished every time despite its killed workers: they were caught too late")
 
 
 # --- 2. Ctrl-C, SIGTERM, SIGHUP --------------------------------------------------------------------------------
