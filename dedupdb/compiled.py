@@ -110,12 +110,12 @@ def run_alone() -> None:
 
 
 @contextmanager
-def blas_held_back(alone: bool | None = None) -> Iterator[None]:
-    """Around loading compiled code, in a process that runs dedupdb's work alone (run_alone, or alone given): numba
+def blas_held_back() -> Iterator[None]:
+    """Around loading compiled code, in a process that runs dedupdb's work alone (run_alone): numba
     imports scipy.linalg for BLAS as it first loads compiled code, where scipy is installed (16 MB and 0.2-0.4 s a
     process), and dedupdb's compiled code never calls BLAS. Held back, numba takes the ImportError as "no BLAS";
     it is allowed again after. A library user's process keeps it: compiled code of its own may want it."""
-    spare = (_alone if alone is None else alone) and not {"numba.np.arraymath", "scipy.linalg"} & sys.modules.keys()
+    spare = _alone and not {"numba.np.arraymath", "scipy.linalg"} & sys.modules.keys()
     if spare:
         sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
     try:

@@ -37,9 +37,8 @@ from dedupdb.index.lsh import (
 )
 from dedupdb.sketch.fingerprint import Fingerprinter, query_runs
 from dedupdb.sketch.minhash import sketch_jaccard
-from dedupdb.sketch.simhash import hamming
 from dedupdb.sketch.winnowing import Side
-from dedupdb.sketch.winnowing import pair_scores
+from dedupdb.sketch.winnowing import pair_scores, pair_similarity
 from dedupdb.storage.rows import DocumentRow
 from dedupdb.storage.store import Store
 from dedupdb.text.normalize import normalize
@@ -914,10 +913,7 @@ def _scores(mine: Side, scores: dict[int, tuple], held: dict[int, float], sides:
         scores[cid] = (*scores[cid][:3], None if share is None else round(share, 4))
     for cid in wanted:
         if cid not in scores:
-            theirs = sides[cid]  # pair_scores() without the containment of the smaller text, not wanted here
-            jaccard = round(sketch_jaccard(mine.sketch, theirs.sketch, sketch_size), 4)
-            both = mine.simhash is not None and theirs.simhash is not None
-            scores[cid] = (jaccard, hamming(mine.simhash, theirs.simhash) if both else None, False, held[cid])
+            scores[cid] = (*pair_similarity(mine, sides[cid], sketch_size), False, held[cid])
     return scores
 
 

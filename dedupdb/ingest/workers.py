@@ -98,8 +98,7 @@ def bulk_collections() -> Iterator[None]:
             _bulk_froze = gc.get_freeze_count() == 0
             if _bulk_froze:
                 gc.freeze()
-            if _bulk_before[0]:
-                gc.set_threshold(max(_bulk_before[0], BULK_GC_THRESHOLD), *_bulk_before[1:])
+            _young_collections_less_often()
         _bulk_depth += 1
     try:
         yield
@@ -110,6 +109,13 @@ def bulk_collections() -> Iterator[None]:
                 gc.set_threshold(*_bulk_before)
                 if _bulk_froze:
                     gc.unfreeze()
+
+
+def _young_collections_less_often() -> None:
+    """Young collections every BULK_GC_THRESHOLD allocations at most, unless they are off (0)."""
+    threshold = gc.get_threshold()
+    if threshold[0]:
+        gc.set_threshold(max(threshold[0], BULK_GC_THRESHOLD), *threshold[1:])
 
 
 def _die_with_parent_linux() -> bool:
@@ -167,7 +173,7 @@ def _worker_init(parent_pid: int, warm_up: Callable[[], None] | None = None, com
     # A worker does bulk work alone, to its end: what it holds now (what it loaded, what it inherited) is never
     # collected, and young collections come as in a bulk add (bulk_collections), forked or spawned.
     gc.freeze()
-    gc.set_threshold(max(gc.get_threshold()[0], BULK_GC_THRESHOLD), *gc.get_threshold()[1:])
+    _young_collections_less_often()
 
 
 # A compile started this long ago whose mark is still there is taken for one that died.

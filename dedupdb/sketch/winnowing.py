@@ -139,10 +139,15 @@ def token_shingles(side: Side) -> float:
     return even if len(side.sketch) >= side.shingles else side.shingles * even / len(side.sketch)
 
 
+def pair_similarity(a: Side, b: Side, sketch_size: int) -> tuple[float, int | None]:
+    """(Jaccard, SimHash distance) of two contents."""
+    jaccard = round(sketch_jaccard(a.sketch, b.sketch, sketch_size), 4)
+    return jaccard, hamming(a.simhash, b.simhash) if a.simhash is not None and b.simhash is not None else None
+
+
 def pair_scores(a: Side, b: Side, sketch_size: int) -> tuple[float, int | None, float | None]:
     """(Jaccard, SimHash distance, containment of the smaller in the larger) of two contents."""
-    jaccard = round(sketch_jaccard(a.sketch, b.sketch, sketch_size), 4)
-    distance = hamming(a.simhash, b.simhash) if a.simhash is not None and b.simhash is not None else None
+    jaccard, distance = pair_similarity(a, b, sketch_size)
     inner, outer = (a, b) if smaller_first(a, b) else (b, a)
     found = containment(inner, outer, sketch_size)
     return jaccard, distance, None if found is None else round(found, 4)
