@@ -274,6 +274,54 @@ def test_queries_warm_a_run_up_after_a_few_lookups(store, small_runs):
         other.close()
 
 
+@pytest.mark.parametrize("small_filter", [True, False])
+def test_a_compacted_run_warms_up_to_its_kept_filter_and_the_containment_run_to_none(store, small_runs, monkeypatch,
+                                                                                     small_filter):
+    """A query process probing a compacted index run many times takes the filter the store keeps for it (when no
+    larger than QUERY_FILTER_BYTES), and then reads no block for most keys the run does not hold; the compacted
+    containment run, which keeps none, is never read whole to make one. Every lookup finds what the first did."""
+    monkeypatch.setattr(runs_module, "MEMORY_RUN_ENTRIES", 0)  # as a large run: read from its blocks
+    if not small_filter:
+        monkeypatch.setattr(runs_module, "QUERY_FILTER_BYTES", 100)
+    rng = np.random.default_rng(12)
+    mask = ~np.int64((1 << CONTENT_ID_BITS) - 1)
+
+    def keys(runs, count):  # hashes: spread over every key the family has
+        return rng.integers(0, 1 << runs.key_bits, count) << CONTENT_ID_BITS
+
+    stored = {}
+    with store.transaction():
+        for runs in (store._index, store._containment):
+            stored[runs.family] = np.unique(keys(runs, 3000) | rng.integers(1, 1 << 20, 3000))
+            runs.insert(stored[runs.family])
+            assert runs.compact()
+    other = Store.open(store.path)
+    try:
+        read: list[int] = []
+        real = runs_module.Runs._read_joined
+        monkeypatch.setattr(runs_module.Runs, "_read_joined",
+                            lambda self, ids, *a: read.append(len(ids)) or real(self, ids, *a))
+        for runs in (other._index, other._containment):
+            entries = stored[runs.family]
+            absent = np.setdiff1d(np.unique(keys(runs, 200)), entries & mask)
+            lows = np.unique(np.concatenate([entries[:40] & mask, absent]))
+            highs = lows | ((1 << CONTENT_ID_BITS) - 1)
+            (run,) = runs._current().values()
+            read.clear()
+            expected = runs.lookup(lows, highs)
+            cold = sum(read)
+            for _ in range(runs_module.WARM_PROBES + 1):
+                read.clear()
+                assert np.array_equal(runs.lookup(lows, highs), expected)
+            if runs is other._index and small_filter:  # blocks read by the last lookup: at most half the absent
+                assert run.filter is not None and run.data is None  # keys pass
+                assert sum(read) < cold - len(absent) // 2
+            else:
+                assert run.filter is None and run.data is None and sum(read) == cold
+    finally:
+        other.close()
+
+
 def test_blocks_are_packed_as_their_entries_allow_and_read_back_whole(store, small_runs, decoding):
     """A block's gaps and ids split 4, 5 or 6 bytes an entry between them (and a byte a block), as the largest of
     each allows; sparse keys are kept whole. One run may hold blocks of every layout, and reading any mix of them
@@ -599,29 +647,6 @@ def test_compact_merges_every_run_into_one_that_answers_alike(store, small_runs,
     with store.transaction():  # adds go on as before: new runs beside the merged one
         runs.insert(np.array([5, 1 << 44], np.int64))
     assert runs.run_count() == 2 and runs.lookup(np.array([5]), np.array([5])).tolist() == [5]
-
-
-def test_queries_leave_a_compacted_run_cold(store, small_runs):
-    """A compacted run's small blocks cost a query little: a process that answers many keeps no filter and no copy
-    of it in memory, and answers alike."""
-    rng = np.random.default_rng(31)
-    entries = np.unique(rng.integers(0, 1 << 45, 400))
-    with store.transaction():
-        store._index.insert(entries[:200])
-        store._index.insert(entries[200:])
-        store._index.compact()
-    other = Store.open(store.path)
-    try:
-        runs = other._index
-        lows = np.unique(entries[::5] & ~np.int64((1 << 30) - 1))
-        highs = lows | ((1 << 30) - 1)
-        expected = store._index.lookup(lows, highs)
-        for _ in range(2 * runs_module.WARM_PROBES):
-            assert np.array_equal(runs.lookup(lows, highs), expected)
-        (run,) = runs._current().values()
-        assert run.filter is None and run.data is None
-    finally:
-        other.close()
 
 
 def test_compact_writes_a_lone_run_of_large_blocks_again_in_small_ones(store, small_runs):

@@ -44,6 +44,10 @@ from dedupdb.text.hashing import distinct, distinct_of_sorted
 MEMORY_RUN_ENTRIES = 1 << 22
 # Unfiltered lookups of a run by one connection after which it gets its filter anyway (Runs.lookup).
 WARM_PROBES = 16
+# A compacted run's kept filter is taken by a process that probes it WARM_PROBES times when no larger than this
+# (a store of about two million documents): a near-duplicate query at a million then takes 0.8 of its time before,
+# for 23 MB more (docs/benchmarks.md).
+QUERY_FILTER_BYTES = 32 << 20
 # Bits of a run's key filter per entry, at least (a power of two of them in all): a key of no entry of the run
 # passes with odds of at most 1 - e^(-1/2), 39%. The filters are the one part of a store held in memory that
 # grows with it (18 MB a million documents, where 8 bits took 72 MB); a batch onto a large store reads nearly
@@ -423,8 +427,9 @@ class Runs:
         of which most are in no run or one, asks for. The filters cost two to four bits an entry in memory, made
         by reading each run once. Without it, a run takes its filter (and a small one its place in memory) once
         it has been probed WARM_PROBES times by this connection: a single query reads a few blocks and no more,
-        a process that answers many pays the reading once; a compacted run (compact()) never does, its small
-        blocks costing a query as little without."""
+        a process that answers many pays the reading once. A compacted run (compact()) takes only the filter the
+        store keeps for it, when small (QUERY_FILTER_BYTES): a whole read to build one (the containment run's)
+        would cost more than its small blocks."""
         lows, highs = np.asarray(lows, np.int64), np.asarray(highs, np.int64)
         if len(lows) == 0:
             return np.empty(0, np.int64)
@@ -437,9 +442,13 @@ class Runs:
                     run.filter = None
                 parts.append(self._within(run, lows, highs, every_block=True))
                 continue
-            # A compacted run is read a small block a key: a query process keeps neither its filter nor its rows
-            # (24 MB a million documents, and a whole read of the containment run to build its filter).
-            warm = run.probes >= WARM_PROBES and not self._small_blocks(run, block_codec.COMPACT_BLOCK_ENTRIES)
+            # A compacted run is read a small block a key, and is read whole for no filter (the containment run
+            # keeps none). The filter the store keeps, when small (16 MB a million documents), spares the blocks of
+            # most keys the run does not hold, which a query of a text with no near-duplicate mostly asks for.
+            compacted = self._small_blocks(run, block_codec.COMPACT_BLOCK_ENTRIES)
+            if compacted and run.probes == WARM_PROBES and run.filter is None:
+                self._take_kept_filter(run, QUERY_FILTER_BYTES)
+            warm = run.probes >= WARM_PROBES and not compacted
             if filtered or run.filter is not None or warm:
                 if run.data is None and run.entries <= MEMORY_RUN_ENTRIES:
                     run.data = np.concatenate(list(self._run_chunks(run)) or [np.empty(0, np.int64)])
@@ -469,6 +478,15 @@ class Runs:
             # filter it thinks kept always is.
             self._changed()
         return run.filter
+
+    def _take_kept_filter(self, run: _Run, limit: int) -> None:
+        """Take into memory the filter the store keeps for a run, if it keeps one of at most `limit` bytes."""
+        if self.keep_filters:
+            row = self.conn.execute(
+                "SELECT bits FROM run_filters WHERE run = ? AND length(bits) <= ?", (run.id, limit)
+            ).fetchone()
+            run.filter = KeyBits.from_bytes(row[0], self.key_bits) if row else None
+            run.filter_kept = run.filter is not None
 
     def _keep_filter(self, run: _Run) -> bool:
         """Keep a run's filter in the store, unless kept already, of a family that keeps none, or too large
