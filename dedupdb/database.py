@@ -386,11 +386,11 @@ class Database:
             raise InputError("the query has no words or characters to compare (only punctuation or symbols)")
         if containment is not None and not 0.0 < containment <= 1.0:
             raise InputError(f"containment must be in (0, 1], got {containment}")
-        matches = self.indexer.search(fp, threshold)
+        sides: dict[int, Side] = {}  # each stored text's row read once, for every search and score
+        matches = self.indexer.search(fp, threshold, sides)
         mine = Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash)
         finder = self.indexer.containment
         held: dict[int, float] = {}
-        sides: dict[int, Side] = {}  # read once for both searches
         if containment is not None:
             # A query shorter than two windows looks up every run it has: its few fingerprints need not be the ones
             # a longer text holding it keeps.
