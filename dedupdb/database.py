@@ -477,10 +477,10 @@ class Database:
         asked = [(item, sketched) for item, sketched in batch if sketched is not None and sketched.error is None]
         fps = self.fingerprinter.batch([sketched.sketch for _, sketched in asked])
         mines = [Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash) for fp in fps]
-        matches = self.indexer.search_many(fps, threshold)
+        sides: dict[int, Side] = {}  # each stored text's row read once, for every search and score
+        matches = self.indexer.search_many(fps, threshold, sides)
         finder = self.indexer.containment
         held: list[dict[int, float]] = [{} for _ in asked]
-        sides: dict[int, Side] = {}
         if containment is not None:
             probes = [fp.fingerprints if sketched.runs is None else sketched.runs for fp, (_, sketched) in zip(fps, asked)]
             held = finder.search_many(mines, probes, containment, sides)

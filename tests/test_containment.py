@@ -231,8 +231,8 @@ def test_query_finds_the_text_holding_a_remembered_passage(cli, indexed, db_path
 
 
 def test_a_query_reads_each_stored_texts_row_once(indexed, db_path, monkeypatch):
-    """A query verifies its candidates and measures how much of it they hold from one read of their rows: no stored
-    text is read twice, and the answers are those of a search that reads the sketches apart."""
+    """A query (and a batch query) verifies its candidates and measures how much of it they hold from one read of
+    their rows: no stored text is read twice, and the answers are those of a search that reads the sketches apart."""
     text = " ".join(_words(1, 400)[:380])  # a near-duplicate of long1.txt, and held by merged.txt
     with dedupdb.open(db_path) as db:
         apart = db.indexer.search(db.fingerprinter.one(normalize(text)))
@@ -246,6 +246,10 @@ def test_a_query_reads_each_stored_texts_row_once(indexed, db_path, monkeypatch)
             assert _name(hits[0].key) == "long1.txt" and hits[0].containment is not None
             assert read and len(read) == len(set(read))
         assert db.indexer.search(db.fingerprinter.one(normalize(text)), sides={}) == apart
+        read.clear()  # a batch query alike
+        (answer,) = db.query_many([text], top=0, workers=0)
+        assert read and len(read) == len(set(read))
+        assert answer.hits == db.query(text, top=0)
 
 
 def test_forgetting_a_text_removes_its_containment_rows(cli, indexed, db_path):
