@@ -353,7 +353,6 @@ class Indexer:
             matches.sort(key=lambda m: (-m.jaccard, m.hamming if m.hamming is not None else 65, m.content_id))
         return out
 
-
     def _sketches_of(self, content_ids: list[int], sides: dict[int, Side] | None) -> SketchTable:
         """The stored sketches of these contents (those still stored), from their sides when sides is given."""
         if sides is None:
