@@ -417,9 +417,9 @@ class Database:
         in the store together; past the first batch, by worker processes (default: one per core; 0: none, all here)
         that read the store as committed, each a batch or a part of one. A text query() refuses (empty, nothing to
         compare) comes back with its error."""
-        from dedupdb.ingest.querying import given_texts
+        from dedupdb.ingest.querying import GIVEN, given_texts
 
-        return self._answer_all(given_texts(texts), threshold, top, containment, workers)
+        return self._answer_all(given_texts(texts), threshold, top, containment, workers, GIVEN)
 
     def query_records(
         self,
@@ -436,7 +436,7 @@ class Database:
         by suffix unless records says, lines for another suffix) or of standard input ('-', whose format must be
         given), read as add reads them. A bad record comes back with its reason as error. progress(bytes read,
         bytes in all) is called as batches are answered (bytes in all is 0 when not known)."""
-        from dedupdb.ingest.querying import POOL_AT_ONCE_BYTES, STDIN, query_records_of
+        from dedupdb.ingest.querying import FILE, GIVEN, POOL_AT_ONCE_BYTES, STDIN, STREAM, query_records_of
         from dedupdb.ingest.records import RecordOptions
 
         self._check_query(containment)
@@ -444,17 +444,19 @@ class Database:
         report = None
         if progress is not None:
             report = lambda last: progress(last.end_offset, size or 0)  # noqa: E731
-        large = size is None or size >= POOL_AT_ONCE_BYTES
-        stream = str(path) == STDIN
-        return self._answer_all(items, threshold, top, containment, workers, large, report, stream)
+        if str(path) == STDIN:
+            source = STREAM
+        else:
+            source = FILE if size is None or size >= POOL_AT_ONCE_BYTES else GIVEN
+        return self._answer_all(items, threshold, top, containment, workers, source, report)
 
     def _check_query(self, containment: float | None) -> None:
         self._require_current()
         if containment is not None and not 0.0 < containment <= 1.0:
             raise InputError(f"containment must be in (0, 1], got {containment}")
 
-    def _answer_all(self, items, threshold, top, containment, workers, large=False, progress=None,
-                    stream=False) -> Iterator[QueryResult]:
+    def _answer_all(self, items, threshold, top, containment, workers, source,
+                    progress=None) -> Iterator[QueryResult]:
         from dedupdb.ingest.querying import answered_batches
 
         self._check_query(containment)  # here too: before the first result is asked for
@@ -462,7 +464,7 @@ class Database:
         workers = (os.cpu_count() or 1) if workers is None else workers
         there = functools.partial(_answer_in_worker, str(self.store.absolute_path), threshold, top, containment)
         here = functools.partial(self._answer_here, threshold=threshold, top=top, containment=containment)
-        batches = answered_batches(self.settings, items, workers, here, there, large, progress, stream)
+        batches = answered_batches(self.settings, items, workers, here, there, source, progress)
         return (answer for answers in batches for answer in answers)
 
     def _answer_here(self, items, threshold, top, containment) -> list[QueryResult]:

@@ -113,16 +113,22 @@ def sketch_items(settings: Settings, items: list[QueryText]) -> list[tuple[Query
     return [(item, next(sketched) if item.error is None else None) for item in items]
 
 
+# What a batch query's input is, which sets how its batches go out (answered_batches).
+GIVEN = "given"    # texts given, or a file too small to start workers for: held to its first batch
+FILE = "file"      # a file large enough: workers at once, its last batch shared out among them
+STREAM = "stream"  # standard input: workers at once, each batch out as soon as it is read
+
+
 def answered_batches(
     settings: Settings, items: Iterator[QueryText], workers: int, here: Callable[[list[QueryText]], list],
-    there: Callable[[Settings, list[QueryText]], list], large: bool = False,
-    progress: Callable[[QueryText], None] | None = None, stream: bool = False,
+    there: Callable[[Settings, list[QueryText]], list], source: str = GIVEN,
+    progress: Callable[[QueryText], None] | None = None,
 ) -> Iterator[list]:
     """The answers to the items, batch by batch, in order. here(batch) answers a batch in this process; there
     (a module-level function, or a partial of one) answers a batch, or a part of one, in a worker, which sketches
     it, then searches a read of the store of its own: the store is only read, so the work grows with the workers.
 
-    A large input (its size known to be large, or a stream) starts the workers at once and gives them whole
+    A large input (a FILE known to be large, or a STREAM) starts the workers at once and gives them whole
     batches, one more in flight than there are workers: a batch's lookups cost much the same for half as many
     texts (split in two, the batches of 82,523 Chinese reviews took 30% more CPU). A file's last batch alone is
     shared out among them (a stream's batches go out as they come). Any other input is held to its first batch:
@@ -132,10 +138,11 @@ def answered_batches(
     last answer is taken (or the answers are closed), this process collects garbage less often
     (workers.bulk_collections)."""
     with bulk_collections():
-        yield from _answered_batches(settings, items, workers, here, there, large, progress, stream)
+        yield from _answered_batches(settings, items, workers, here, there, source, progress)
 
 
-def _answered_batches(settings, items, workers, here, there, large, progress, stream) -> Iterator[list]:
+def _answered_batches(settings, items, workers, here, there, source, progress) -> Iterator[list]:
+    large = source != GIVEN
     pool: WorkPool | None = _pool(settings, workers) if large and workers > 0 else None
     ahead = workers if large else 1  # batches in flight beyond the one waited for
     in_flight: deque[tuple[list[QueryText], PendingWork]] = deque()
@@ -143,7 +150,7 @@ def _answered_batches(settings, items, workers, here, there, large, progress, st
     # A large file's latest batch, handed out whole once the next is read: the last one is shared out among the
     # workers, which would otherwise all wait on the one that took it (a fifth of 20,000 records' wall time on two).
     # A stream's batches go out as they are read: its answers come while it is still being written.
-    hold = large and not stream
+    hold = source == FILE
     held: list[QueryText] | None = None
 
     def hand_out(chunk: list[QueryText], spread: bool = not large) -> None:
