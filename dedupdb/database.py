@@ -436,18 +436,19 @@ class Database:
         by suffix unless records says, lines for another suffix) or of standard input ('-', whose format must be
         given), read as add reads them. A bad record comes back with its reason as error. progress(bytes read,
         bytes in all) is called as batches are answered (bytes in all is 0 when not known)."""
-        from dedupdb.ingest.querying import FILE, GIVEN, POOL_AT_ONCE_BYTES, STDIN, STREAM, query_records_of
+        from dedupdb.ingest import querying
         from dedupdb.ingest.records import RecordOptions
 
         self._check_query(containment)
-        items, size = query_records_of(path, records or RecordOptions(), stdin)
+        items, size = querying.query_records_of(path, records or RecordOptions(), stdin)
         report = None
         if progress is not None:
             report = lambda last: progress(last.end_offset, size or 0)  # noqa: E731
-        if str(path) == STDIN:
-            source = STREAM
+        if str(path) == querying.STDIN:
+            source = querying.STREAM
         else:
-            source = FILE if size is None or size >= POOL_AT_ONCE_BYTES else GIVEN
+            large = size is None or size >= querying.POOL_AT_ONCE_BYTES
+            source = querying.FILE if large else querying.GIVEN
         return self._answer_all(items, threshold, top, containment, workers, source, report)
 
     def _check_query(self, containment: float | None) -> None:
