@@ -45,8 +45,8 @@ MEMORY_RUN_ENTRIES = 1 << 22
 # Unfiltered lookups of a run by one connection after which it gets its filter anyway (Runs.lookup).
 WARM_PROBES = 16
 # A compacted run's kept filter is taken by a process that probes it WARM_PROBES times when no larger than this
-# (a store of about two million documents): a near-duplicate query at a million then takes 0.8 of its time before,
-# for 23 MB more (docs/benchmarks.md).
+# (a store of about two million documents): a near-duplicate query at a million then takes about 0.8 of its time
+# before, for 24 MB more (docs/benchmarks.md, "A million documents").
 QUERY_FILTER_BYTES = 32 << 20
 # Bits of a run's key filter per entry, at least (a power of two of them in all): a key of no entry of the run
 # passes with odds of at most 1 - e^(-1/2), 39%. The filters are the one part of a store held in memory that
