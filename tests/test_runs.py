@@ -307,6 +307,7 @@ def test_a_compacted_run_warms_up_to_its_kept_filter_and_the_containment_run_to_
             lows = np.unique(np.concatenate([entries[:40] & mask, absent]))
             highs = lows | ((1 << CONTENT_ID_BITS) - 1)
             (run,) = runs._current().values()
+            kept = run.filter_kept = runs is other._index  # as an add that let the filter go from memory knows
             read.clear()
             expected = runs.lookup(lows, highs)
             cold = sum(read)
@@ -318,6 +319,7 @@ def test_a_compacted_run_warms_up_to_its_kept_filter_and_the_containment_run_to_
                 assert sum(read) < cold - len(absent) // 2
             else:
                 assert run.filter is None and run.data is None and sum(read) == cold
+            assert run.filter_kept == kept  # a filter too large to take is still known to be kept
     finally:
         other.close()
 

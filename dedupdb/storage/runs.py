@@ -485,8 +485,9 @@ class Runs:
             row = self.conn.execute(
                 "SELECT bits FROM run_filters WHERE run = ? AND length(bits) <= ?", (run.id, limit)
             ).fetchone()
-            run.filter = KeyBits.from_bytes(row[0], self.key_bits) if row else None
-            run.filter_kept = run.filter is not None
+            bits = KeyBits.from_bytes(row[0], self.key_bits) if row else None
+            if bits is not None:  # else as it was: a larger filter may be kept, and read when a lookup needs it
+                run.filter, run.filter_kept = bits, True
 
     def _keep_filter(self, run: _Run) -> bool:
         """Keep a run's filter in the store, unless kept already, of a family that keeps none, or too large
