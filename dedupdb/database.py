@@ -386,11 +386,11 @@ class Database:
             raise InputError("the query has no words or characters to compare (only punctuation or symbols)")
         if containment is not None and not 0.0 < containment <= 1.0:
             raise InputError(f"containment must be in (0, 1], got {containment}")
-        sides: dict[int, Side] = {}  # each stored text's row read once, for every search and score
-        matches = self.indexer.search(fp, threshold, sides)
+        matches = self.indexer.search(fp, threshold)
         mine = Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash)
         finder = self.indexer.containment
         held: dict[int, float] = {}
+        sides: dict[int, Side] = {}  # read once for both searches
         if containment is not None:
             # A query shorter than two windows looks up every run it has: its few fingerprints need not be the ones
             # a longer text holding it keeps.
@@ -480,10 +480,10 @@ class Database:
         asked = [(item, sketched) for item, sketched in batch if sketched is not None and sketched.error is None]
         fps = self.fingerprinter.batch([sketched.sketch for _, sketched in asked])
         mines = [Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash) for fp in fps]
-        sides: dict[int, Side] = {}  # each stored text's row read once, for every search and score
-        matches = self.indexer.search_many(fps, threshold, sides)
+        matches = self.indexer.search_many(fps, threshold)
         finder = self.indexer.containment
         held: list[dict[int, float]] = [{} for _ in asked]
+        sides: dict[int, Side] = {}
         if containment is not None:
             probes = [fp.fingerprints if sketched.runs is None else sketched.runs for fp, (_, sketched) in zip(fps, asked)]
             held = finder.search_many(mines, probes, containment, sides)

@@ -16,7 +16,6 @@ import dedupdb
 from dedupdb.storage import schema as migrate
 from dedupdb.sketch.winnowing import Side, containment, winnowed
 from dedupdb.text.hashing import distinct
-from dedupdb.text.normalize import normalize
 from dedupdb.text.tokens import Tokenizer, shingle_hashes
 
 from .conftest import ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, stored_rows, tamper_rows, write
@@ -228,28 +227,6 @@ def test_query_finds_the_text_holding_a_remembered_passage(cli, indexed, db_path
         assert {_name(h.key) for h in hits[:2]} == {"long1.txt", "merged.txt"}
         assert all(h.containment == 1.0 for h in hits[:2])
         assert db.query(" ".join(_words(1, 400)[300:330]), containment=None) == []
-
-
-def test_a_query_reads_each_stored_texts_row_once(indexed, db_path, monkeypatch):
-    """A query (and a batch query) verifies its candidates and measures how much of it they hold from one read of
-    their rows: no stored text is read twice, and the answers are those of a search that reads the sketches apart."""
-    text = " ".join(_words(1, 400)[:380])  # a near-duplicate of long1.txt, and held by merged.txt
-    with dedupdb.open(db_path) as db:
-        apart = db.indexer.search(db.fingerprinter.one(normalize(text)))
-        read: list[int] = []
-        real = db.store.containment_sides
-        monkeypatch.setattr(db.store, "containment_sides", lambda ids: read.extend(ids) or real(ids))
-        monkeypatch.setattr(db.store, "sketch_columns", lambda ids: pytest.fail("sketches read apart"))
-        for containment in (None, 0.5):
-            read.clear()
-            hits = db.query(text, top=0, containment=containment)
-            assert _name(hits[0].key) == "long1.txt" and hits[0].containment is not None
-            assert read and len(read) == len(set(read))
-        assert db.indexer.search(db.fingerprinter.one(normalize(text)), sides={}) == apart
-        read.clear()  # a batch query alike
-        (answer,) = db.query_many([text], top=0, workers=0)
-        assert read and len(read) == len(set(read))
-        assert answer.hits == db.query(text, top=0)
 
 
 def test_forgetting_a_text_removes_its_containment_rows(cli, indexed, db_path):

@@ -19,7 +19,6 @@ from dedupdb.index.lsh import KEY_HOLDERS_COMPARED, Candidates, candidate_keys
 from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch, kept_signatures
 from dedupdb.sketch.simhash import block_key_matrix
 from dedupdb.sketch.verify import PairJudge, Signature, SketchTable
-from dedupdb.sketch.winnowing import Side
 from dedupdb.storage import decoding
 from dedupdb.storage.entries import INDEX_KEY_BITS
 from dedupdb.storage.rows import ContentRow
@@ -291,18 +290,14 @@ class Indexer:
 
     # --- searching ---------------------------------------------------------------
 
-    def search(self, fp: Fingerprint, threshold: float | None = None,
-               sides: dict[int, Side] | None = None) -> list[Match]:
+    def search(self, fp: Fingerprint, threshold: float | None = None) -> list[Match]:
         """Stored contents that are near-duplicates of a fingerprint, best first: search_many() of one, whose
         candidates are verified together (compiled, once this process has earned it) rather than one by one."""
-        return self.search_many([fp], threshold, sides)[0]
+        return self.search_many([fp], threshold)[0]
 
-    def search_many(self, fps: list[Fingerprint], threshold: float | None = None,
-                    sides: dict[int, Side] | None = None) -> list[list[Match]]:
+    def search_many(self, fps: list[Fingerprint], threshold: float | None = None) -> list[list[Match]]:
         """search() of many fingerprints at once, with the same answers: one lookup of the index for all their keys,
-        one read of the stored sketches their candidates need, their pairs verified together. With sides, the
-        candidates' whole sides are read into it instead (ContainmentIndex.read_sides): a query that goes on to
-        measure how much of it its near-duplicates hold then reads each of their rows once."""
+        one read of the stored sketches their candidates need, their pairs verified together."""
         limit = self.settings.threshold if threshold is None else threshold
         hashes = [fp.content_hash for fp in fps]
         known = self.store.content_ids_by_hash(list(set(hashes)))
@@ -325,7 +320,7 @@ class Indexer:
                 judge = self._query_judges[limit] = PairJudge(limit, self.settings.sketch_size)
             for start in range(0, len(queries), VERIFY_PAIRS_AT_ONCE):
                 part_q, part_c = queries[start : start + VERIFY_PAIRS_AT_ONCE], candidates[start : start + VERIFY_PAIRS_AT_ONCE]
-                theirs = self._sketches_of(distinct(part_c).tolist(), sides)
+                theirs = SketchTable(*self.store.sketch_columns(distinct(part_c).tolist()))
                 present = np.isin(part_c, theirs.ids)  # a text gone meanwhile has no sketch
                 part_q, part_c = part_q[present], part_c[present]
                 mine = SketchTable.of({_QUERY_IDS + q: Signature(fps[q].sketch, fps[q].simhash)
@@ -352,14 +347,6 @@ class Indexer:
         for matches in out:
             matches.sort(key=lambda m: (-m.jaccard, m.hamming if m.hamming is not None else 65, m.content_id))
         return out
-
-    def _sketches_of(self, content_ids: list[int], sides: dict[int, Side] | None) -> SketchTable:
-        """The stored sketches of these contents (those still stored), from their sides when sides is given."""
-        if sides is None:
-            return SketchTable(*self.store.sketch_columns(content_ids))
-        self.containment.read_sides(content_ids, sides)
-        return SketchTable.of({cid: Signature(sides[cid].sketch, sides[cid].simhash)
-                               for cid in content_ids if cid in sides})
 
 
 def index_rows(settings: Settings, scheme: Candidates, fingerprints: dict[int, Fingerprint]) -> tuple[np.ndarray, np.ndarray]:
