@@ -133,10 +133,10 @@ def answered_batches(
     texts (split in two, the batches of 82,523 Chinese reviews took 30% more CPU). A file's last batch alone is
     shared out among them (a stream's batches go out as they come). Any other input is held to its first batch:
     answered here if that is all, else the workers start with the second and take the first too, each batch
-    shared out among them while the one before is answered, so that a few batches still keep every worker busy. Memory stays bounded by the batches in
-    flight, whatever the input's length. progress is called with the last item of each batch answered. Until the
-    last answer is taken (or the answers are closed), this process collects garbage less often
-    (workers.bulk_collections)."""
+    shared out among them while the one before is answered, so that a few batches still keep every worker busy.
+    Memory stays bounded by the batches in flight, whatever the input's length. progress is called with the last
+    item of each batch answered. Until the last answer is taken (or the answers are closed), this process collects
+    garbage less often (workers.bulk_collections)."""
     with bulk_collections():
         yield from _answered_batches(settings, items, workers, here, there, source, progress)
 

@@ -465,8 +465,7 @@ class Runs:
         kept in the store: a filtered lookup runs inside a write transaction, and a run written before filters
         were kept is read whole only once)."""
         if run.filter is None and self.keep_filters:
-            row = self.conn.execute("SELECT bits FROM run_filters WHERE run = ?", (run.id,)).fetchone()
-            run.filter = KeyBits.from_bytes(row[0], self.key_bits) if row else None
+            run.filter = self._kept_filter(run)
             run.filter_kept = run.filter is not None
         if run.filter is None:
             bits = KeyBits(run.entries, self.key_bits)
@@ -479,15 +478,19 @@ class Runs:
             self._changed()
         return run.filter
 
+    def _kept_filter(self, run: _Run, limit: int | None = None) -> KeyBits | None:
+        """The filter the store keeps for a run, if it keeps one (of at most `limit` bytes, when given); None for a
+        damaged one, to be built again."""
+        row = self.conn.execute(
+            "SELECT bits FROM run_filters WHERE run = ? AND (? IS NULL OR length(bits) <= ?)", (run.id, limit, limit)
+        ).fetchone()
+        return KeyBits.from_bytes(row[0], self.key_bits) if row else None
+
     def _take_kept_filter(self, run: _Run, limit: int) -> None:
         """Take into memory the filter the store keeps for a run, if it keeps one of at most `limit` bytes."""
-        if self.keep_filters:
-            row = self.conn.execute(
-                "SELECT bits FROM run_filters WHERE run = ? AND length(bits) <= ?", (run.id, limit)
-            ).fetchone()
-            bits = KeyBits.from_bytes(row[0], self.key_bits) if row else None
-            if bits is not None:  # else as it was: a larger filter may be kept, and read when a lookup needs it
-                run.filter, run.filter_kept = bits, True
+        bits = self._kept_filter(run, limit) if self.keep_filters else None
+        if bits is not None:  # else as it was: a larger filter may be kept, and read when a lookup needs it
+            run.filter, run.filter_kept = bits, True
 
     def _keep_filter(self, run: _Run) -> bool:
         """Keep a run's filter in the store, unless kept already, of a family that keeps none, or too large
