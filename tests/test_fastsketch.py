@@ -291,3 +291,34 @@ def test_word_weights_match_the_table_lookup():
     got, expected = fastsketch.word_weights(hashes), word_weights(hashes)
     assert got.dtype == expected.dtype and np.array_equal(got, expected)
     assert np.count_nonzero(fastsketch.word_weights(keys) < RARE_WEIGHT) > len(keys) // 2  # found, not all rare
+
+
+@pytest.mark.parametrize("name", ["en_imdb_aclImdb.jsonl.gz", "en_reuters21578.jsonl.gz"])
+def test_compiled_simhash_votes_are_numpys(name):
+    """fastsketch.simhashes, which folds a batch's word weights in one pass, gives simhash.fingerprints' bits: the
+    compiled path's whole sketches are compared above, this compares the votes alone, over texts of every
+    length (each at least simhash_min_features words, as a SimHash needs), and over random weights."""
+    from dedupdb.sketch.simhash import fingerprints
+
+    texts = corpus(name, 600)
+    s = Settings()
+    parts = fastsketch.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.char_ngram, s.containment_ngram,
+                                    s.winnow_window, *_permutations(s))
+    counted = [parts[2][i] for i in range(len(texts)) if parts[2][i] is not None
+               and len(parts[2][i][0]) >= s.simhash_min_features]
+    assert len(counted) > 100
+    features = np.concatenate([words for words, _ in counted])
+    weights = np.concatenate([counts for _, counts in counted]) * fastsketch.word_weights(features)
+    lengths = [len(words) for words, _ in counted]
+    assert fastsketch.simhashes(features, weights, lengths) == fingerprints(features, weights, lengths)
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(1, 400, 300).tolist()
+    features = rng.integers(0, 2**64, sum(lengths), dtype=np.uint64)
+    weights = rng.exponential(3.0, sum(lengths))
+    assert fastsketch.simhashes(features, weights, lengths) == fingerprints(features, weights, lengths)
+
+
+def _permutations(settings: Settings):
+    minhasher = Sketcher(settings).minhasher
+    return minhasher.multipliers, minhasher.offsets
+

@@ -606,3 +606,36 @@ def _looked_up(hashes, keys, weights, starts):
 def word_weights(hashes: np.ndarray) -> np.ndarray:
     """weights.word_weights, the same numbers, several times faster."""
     return _looked_up(np.ascontiguousarray(hashes, np.uint64), *_word_directory())
+
+
+@_jit(_u64s(_u64s, types.float64[::1], _i64s))
+def _votes(features, weights, bounds):
+    out = np.empty(bounds.shape[0] - 1, np.uint64)
+    tally = np.empty(64, np.float64)
+    for text in range(bounds.shape[0] - 1):
+        tally[:] = 0.0
+        total = 0.0
+        for i in range(bounds[text], bounds[text + 1]):
+            feature, weight = features[i], weights[i]
+            total += weight
+            for bit in range(64):
+                if (feature >> np.uint64(bit)) & _S1:
+                    tally[bit] += weight
+        value = np.uint64(0)
+        for bit in range(64):
+            if 2.0 * tally[bit] - total > 0.0:
+                value |= _S1 << np.uint64(bit)
+        out[text] = value
+    return out
+
+
+def simhashes(feature_hashes: np.ndarray, weights: np.ndarray, lengths: list[int]) -> list[int]:
+    """simhash.fingerprints, the same bits, several times faster (1.6 against 9 to 10 microseconds for an IMDB
+    review with a SimHash): one pass over each text's features, where numpy unpacks 64 bits a feature and
+    multiplies them out. Each bit is the sign of a sum of at least simhash_min_features weights, which the order
+    of adding moves in its last digits only: every bit alike for the IMDB, BBC and Reuters texts of ../shared/eval
+    (test_fastsketch.py compares them)."""
+    bounds = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    return _votes(np.ascontiguousarray(feature_hashes, np.uint64), np.ascontiguousarray(weights, np.float64),
+                  bounds).tolist()

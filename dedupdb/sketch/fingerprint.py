@@ -120,7 +120,8 @@ class Sketcher:
         signatures = _kept(signatures)
         worded = [i for i in range(len(texts)) if token_counts[i] and not mostly_cjk[i]]  # weighted by word_weights
         weights = word_weights if fast is None else fast.word_weights
-        simhashes = self._word_simhashes([word_counts[i] for i in worded], worded, weights)
+        votes = simhash_fingerprints if fast is None else fast.simhashes
+        simhashes = self._word_simhashes([word_counts[i] for i in worded], worded, weights, votes)
         out = []
         for i, (text, shingles, signature) in enumerate(zip(texts, shingle_sets, signatures)):
             sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
@@ -159,16 +160,17 @@ class Sketcher:
         return shingle_sets, signatures, word_counts, winnows, tokens, cjk, buckets
 
     def _word_simhashes(self, counted: list[tuple[np.ndarray, np.ndarray]], positions: list[int],
-                        weights: Callable[[np.ndarray], np.ndarray]) -> dict[int, int]:
+                        weights: Callable[[np.ndarray], np.ndarray], votes: Callable[..., list[int]]) -> dict[int, int]:
         """SimHash of the texts (by position) whose distinct words (hashes, counts) are enough for one, all in one
-        pass, weights(word hashes) weighing them; the word table is loaded only when some text has enough."""
+        pass, weights(word hashes) weighing them and votes (simhash.fingerprints, or its compiled twin) folding
+        them; the word table is loaded only when some text has enough."""
         weighted = [(p, words, counts) for p, (words, counts) in zip(positions, counted)
                     if len(words) >= self.settings.simhash_min_features]
         if not weighted:
             return {}
         features = np.concatenate([words for _, words, _ in weighted])
         counts = np.concatenate([counts for _, _, counts in weighted])
-        values = simhash_fingerprints(features, counts * weights(features), [len(w) for _, w, _ in weighted])
+        values = votes(features, counts * weights(features), [len(w) for _, w, _ in weighted])
         return {p: value for (p, _, _), value in zip(weighted, values)}
 
     def _chinese_simhash(self, text: str, tokens: int) -> int | None:

@@ -326,5 +326,50 @@ def coded_sketches(joined: bytes, sizes: np.ndarray, counts: np.ndarray, low_bit
     return values
 
 
+@njit(types.Tuple((types.uint8[::1], types.boolean))(types.uint32[::1], _i64s, _i64s, types.int64, types.int64),
+      cache=True)
+def _coded(values, counts, sizes, low_bits, high_values):
+    """The coded bytes of sketches (their values joined, each one's count and coded size), joined; and false for
+    values not sorted and distinct within a sketch."""
+    total = 0
+    for s in range(len(sizes)):
+        total += sizes[s]
+    out = np.zeros(total, np.uint8)
+    at = 0
+    first = 0
+    low_mask = (np.uint32(1) << np.uint32(low_bits)) - np.uint32(1)
+    for s in range(len(counts)):
+        n = counts[s]
+        out[at] = n & 0xFF
+        out[at + 1] = n >> 8
+        lows = at + 2
+        vector = lows + 3 * n
+        for j in range(n):
+            value = values[first + j]
+            if j > 0 and value <= values[first + j - 1]:
+                return out, False
+            low = value & low_mask
+            out[lows + 3 * j] = low & np.uint32(0xFF)
+            out[lows + 3 * j + 1] = (low >> np.uint32(8)) & np.uint32(0xFF)
+            out[lows + 3 * j + 2] = low >> np.uint32(16)
+            bit = np.int64(value >> np.uint32(low_bits)) + j
+            out[vector + bit // 8] |= np.uint8(1 << (bit % 8))
+        first += n
+        at += sizes[s]
+    return out, True
+
+
+def coded(values: np.ndarray, counts: np.ndarray, sizes: np.ndarray, low_bits: int, high_values: int) -> list[bytes]:
+    """sketchpack's coding of sketches (sorted distinct uint32 values, joined; each one's count and coded size):
+    each one's bytes. ValueError for values not sorted and distinct."""
+    joined, ordered = _coded(np.ascontiguousarray(values, np.uint32), _int64s(counts), _int64s(sizes),
+                             int(low_bits), int(high_values))
+    if not ordered:
+        raise ValueError("a sketch to pack is not sorted and distinct")
+    data = joined.tobytes()
+    ends = np.cumsum(sizes).tolist()
+    return [data[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+
+
 def _int64s(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values, np.int64)

@@ -45,6 +45,12 @@ def pack(sketches: list[np.ndarray]) -> list[bytes]:
     if len(picked) == 0:
         return out
     counts = n[picked]
+    fast = decoding.decoder()
+    if fast is not None:  # a worker's batch of thousands: in one pass, not the dozen array operations below
+        values = np.concatenate([sketches[i] for i in picked.tolist()])
+        for i, blob in zip(picked.tolist(), fast.coded(values, counts, coded_size(counts), _LOW_BITS, _HIGH_VALUES)):
+            out[i] = blob
+        return out
     values = np.concatenate([sketches[i] for i in picked.tolist()]).astype(np.int64)
     first = np.cumsum(counts) - counts  # where each sketch's values start
     rank = np.arange(len(values)) - np.repeat(first, counts)
