@@ -5,14 +5,18 @@ The first add after an install finds no mark. A process of the lowest priority t
 (workers.compile_detached), and the add's processes await it (await_compiled): they take numpy's paths, which give
 the same results, until the mark appears, then load the compiled code from the cache. Compiling in the add's own
 processes instead cost its two cores some 17 seconds of CPU (docs/benchmarks.md, the first add).
+
+A process answering single queries (Database.query) does the same where the code is still to be compiled, and
+where it is compiled loads it in a thread of its own (load_aside): no query waits for either.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from importlib import metadata
@@ -95,8 +99,55 @@ def awaiting() -> bool:
 
 def at_hand() -> bool:
     """Whether this process may take compiled code without paying for numba's start-up: numba is loaded already,
-    and the compiled code is not awaited (another process compiling it)."""
-    return "numba" in sys.modules and not awaiting()
+    and the compiled code is not awaited (another process compiling it) nor being loaded aside (load_aside)."""
+    return "numba" in sys.modules and not awaiting() and not _loading
+
+
+_loading = False  # a thread of this process is loading the compiled code (load_aside)
+_loaded_aside = False
+_aside: threading.Thread | None = None
+
+
+def load_aside(load: Callable[[], object]) -> bool:
+    """Load the compiled code in a thread of this process (load: what imports it), once: a process answering
+    single queries never waits inside one for numba's start-up (most of a second). Until the thread has finished,
+    loading() is true and every caller keeps to numpy's paths, so none takes a module half imported. Returns
+    whether the thread was started."""
+    global _loading, _aside
+    if _aside is not None:
+        return False
+
+    def run() -> None:
+        global _loading, _loaded_aside
+        try:
+            load()
+            _loaded_aside = True
+        except Exception:  # noqa: BLE001, S110 - numpy's paths serve as before, with the same results
+            pass
+        finally:
+            _loading = False
+
+    _loading = True
+    _aside = threading.Thread(target=run, name="dedupdb-load-compiled", daemon=True)
+    _aside.start()
+    return True
+
+
+def loading() -> bool:
+    """Whether a thread of this process is loading the compiled code (load_aside)."""
+    return _loading
+
+
+def loaded_aside() -> bool:
+    """Whether load_aside has loaded the compiled code: single texts then take it too."""
+    return _loaded_aside
+
+
+def settle() -> None:
+    """Wait for a load aside to finish: before this process forks, so that no child starts with a lock (an
+    import's, numba's) that the thread held."""
+    if _aside is not None:
+        _aside.join()
 
 
 _alone = False

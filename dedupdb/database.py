@@ -20,6 +20,7 @@ from dedupdb.config import (
     Settings,
     default_db_path,
 )
+from dedupdb import compiled
 from dedupdb.errors import DatabaseError, InputError, SettingsError
 from dedupdb.index.containment import shares_in, shares_of
 from dedupdb.index.grouping import DEFAULT_KEEP, keep_order, neighbours, stars
@@ -35,7 +36,7 @@ from dedupdb.index.lsh import (
     scheme_meta,
     scheme_stats,
 )
-from dedupdb.sketch.fingerprint import Fingerprinter, query_runs
+from dedupdb.sketch.fingerprint import Fingerprinter, numpy_seconds, query_runs
 from dedupdb.sketch.minhash import sketch_jaccard
 from dedupdb.sketch.winnowing import Side
 from dedupdb.sketch.winnowing import pair_scores, pair_similarity
@@ -52,6 +53,10 @@ if TYPE_CHECKING:  # the ingest and export machinery loads when first used: a qu
 _IDF_BLOB = "corpus_idf"  # SimHash's word weights in stores of algorithm 3 (now a fixed table: weights.py)
 _IDF_META = "idf.documents"
 _REINDEX_PENDING = "reindex.pending"  # set while reindex --from-sources rebuilds the store
+# A process answering single queries turns to the compiled code once it has sketched this long with numpy (some
+# hundreds of queries): loaded aside (ingest.workers.compiled_for_queries), no query waits for it, so it is earned
+# sooner than a batch earns it (Sketcher.FAST_AFTER_SECONDS).
+QUERIES_COMPILED_AFTER_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -381,6 +386,10 @@ class Database:
         normalized = normalize(text)
         if not normalized:
             raise InputError("the query text is empty")
+        if numpy_seconds(self.settings) >= QUERIES_COMPILED_AFTER_SECONDS and not compiled.loaded_aside():
+            from dedupdb.ingest.workers import compiled_for_queries
+
+            compiled_for_queries()
         fp = self.fingerprinter.one(normalized)
         if fp.shingles == 0:
             raise InputError("the query has no words or characters to compare (only punctuation or symbols)")

@@ -260,6 +260,83 @@ def test_a_large_batch_query_loads_the_compiled_code_before_it_forks(tmp_path):
     assert done.stdout.split() == ["True"] * 3, done.stderr
 
 
+_ANSWERING = """if True:
+    import sys, threading
+    import dedupdb
+    import dedupdb.database as database
+    from dedupdb import compiled
+    from dedupdb.ingest import workers
+    database.QUERIES_COMPILED_AFTER_SECONDS = 0.0  # earned by the first query
+    db = dedupdb.open(sys.argv[1], create=False)
+    texts = [sys.argv[2], sys.argv[3]]
+    def keys(text):
+        return [(h.key, h.jaccard) for h in db.query(text)]
+"""
+
+
+def test_a_process_answering_queries_loads_the_compiled_code_aside(tmp_path):
+    """Once a process answering single queries has earned the compiled code, a thread loads it: the queries asked
+    meanwhile are answered on numpy's paths, none waits for numba (before, the query that earned it waited most of
+    a second), and once it is loaded single texts take it. Every answer is the same. A fork waits for the thread."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba")
+    _compiled_in_cache()
+    paths = [write(tmp_path / f"t{i}.txt", f"{ENGLISH} {i}") for i in range(5)]
+    with dedupdb.open(tmp_path / "q.db") as db:
+        db.add(paths, workers=0)
+    code = _ANSWERING + """
+    release, started = threading.Event(), threading.Event()
+    load = workers._load_for_queries
+    def held():
+        started.set()
+        release.wait()
+        load()
+    workers._load_for_queries = held
+    before = keys(texts[0])
+    print(started.wait(60), compiled.loading(), compiled.at_hand())
+    during = [keys(t) for t in texts * 3]  # answered while the thread is held, before it imports anything
+    print("numba" in sys.modules, "dedupdb.sketch.fastsketch" in sys.modules)
+    release.set()
+    compiled.settle()
+    from dedupdb.sketch import fastsketch
+    calls = []
+    sketch_parts = fastsketch.sketch_parts
+    fastsketch.sketch_parts = lambda texts, *rest: calls.append(len(texts)) or sketch_parts(texts, *rest)
+    after = keys(texts[0])
+    print(compiled.loading(), compiled.loaded_aside(), compiled.at_hand(), calls == [1])
+    print(before == after == during[0] != [], during[1] == keys(texts[1]))
+    """
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "q.db"), ENGLISH, ENGLISH_OTHER],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.stdout.split() == ["True", "True", "False", "False", "False", "False", "True", "True", "True",
+                                   "True", "True"], done.stderr
+
+
+def test_a_process_answering_queries_never_compiles_in_a_query(tmp_path):
+    """Where the compiled code is still to be compiled (a new install), the process that has earned it starts a
+    compile of the lowest priority, once, and answers on numpy's paths until it is there: before, the query that
+    earned it compiled, 15 s on two cores."""
+    import subprocess
+    import sys
+
+    paths = [write(tmp_path / f"t{i}.txt", f"{ENGLISH} {i}") for i in range(3)]
+    with dedupdb.open(tmp_path / "q.db") as db:
+        db.add(paths, workers=0)
+    code = _ANSWERING + """
+    started = []
+    compiled.cached = lambda: False
+    workers.compile_detached = lambda warm_up, soon=False: started.append(warm_up.__name__) or True
+    answers = [keys(t) for t in texts * 3]
+    print(started == ["compile_everything"], compiled.awaiting(), compiled.loading())
+    print("numba" in sys.modules, answers[0] == answers[2] != [])
+    """
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "q.db"), ENGLISH, ENGLISH_OTHER],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.stdout.split() == ["True", "True", "False", "False", "True"], done.stderr
+
+
 class _RecordingPool:
     """Stands for WorkPool: records what was submitted, and when each batch's results were asked for."""
 

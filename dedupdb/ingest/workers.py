@@ -191,6 +191,40 @@ def compile_everything() -> None:
         compiled.mark_cached()
 
 
+def compiled_for_queries() -> None:
+    """Called as a process that has earned the compiled code answers a single query (Database.query): the code is
+    loaded in a thread (compiled.load_aside) where numba's cache holds it, else compiled in a process of the lowest
+    priority (compile_detached) and loaded aside once that has finished. Before, the query that earned it waited
+    for numba: 0.8 s, or 15 s to compile on a new install (docs/benchmarks.md)."""
+    if compiled.loading() or compiled.loaded_aside():
+        return
+    if compiled.awaiting():  # a compile under way: looked for again at a later query
+        return
+    if "dedupdb.sketch.fastsketch" in sys.modules and compiled.at_hand():
+        return  # loaded already (an add or a batch in this process)
+    if not compiled.cached():
+        compile_detached(compile_everything)
+        compiled.await_compiled()  # numpy's paths until the mark appears, whoever compiles
+        return
+    compiled.load_aside(_load_for_queries)
+
+
+def _load_for_queries() -> None:
+    """What a process answering queries loads aside: the compiled sketching, verifying and decoding, and the tables
+    their first calls would build (the code points' classes, the word weights)."""
+    from dedupdb.sketch.fingerprint import load_compiled
+    from dedupdb.sketch.verify import PairJudge
+
+    if load_compiled() and PairJudge.load_compiled():
+        import numpy as np
+
+        from dedupdb.sketch import fastsketch
+        from dedupdb.storage import fastdecode  # noqa: F401 - loaded here, taken by decoding.decoder()
+
+        fastsketch.char_classes()
+        fastsketch.word_weights(np.zeros(1, np.uint64))
+
+
 def compile_detached(warm_up: Callable[[], None], soon: bool = False) -> bool:
     """Start warm_up (a module-level function that compiles into numba's cache: compile_everything) in a process
     of the lowest priority that outlives the add: on two cores a compile beside the writer and the worker took a
@@ -202,6 +236,7 @@ def compile_detached(warm_up: Callable[[], None], soon: bool = False) -> bool:
     session's share of the CPU, half of two cores, rather than what the add leaves idle."""
     import subprocess
 
+    compiled.settle()  # a fork while a thread loads compiled code could leave the child a lock held
     mark = compiled.compiling_mark()
     try:
         if mark.exists() and time.time() - mark.stat().st_mtime < _COMPILE_STALE_SECONDS:
@@ -305,6 +340,7 @@ class WorkPool:
         sets the pace (an add; a batch query's workers do all its work, at this process's priority)."""
         self.settings = settings
         self.workers = workers
+        compiled.settle()  # workers forked while a thread loads compiled code could start with a lock it held
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods and sys.platform != "darwin" else "spawn")
         # Compiling is left to a process of its own; meanwhile the workers and this process take numpy's paths (see

@@ -100,13 +100,14 @@ class Sketcher:
         self._awaited = False  # at the last batch, this process awaited the compiled sketching (compiled.py)
 
     def sketch(self, texts: list[str]) -> list[Sketch]:
-        waiting = compiled.awaiting()
+        waiting = compiled.awaiting() or compiled.loading()
         if self._awaited and not waiting:  # another process has compiled it: from now on, as in a worker that found it
             load_compiled()
         self._awaited = waiting
         earned = self._numpy_seconds >= self.FAST_AFTER_SECONDS
         loaded = f"{__package__}.fastsketch" in sys.modules
-        wanted = (earned or (loaded and len(texts) >= self.FAST_BATCH)) and not waiting
+        # Loaded aside for single texts (compiled.load_aside, a process answering queries): they take it too.
+        wanted = (earned or (loaded and (len(texts) >= self.FAST_BATCH or compiled.loaded_aside()))) and not waiting
         fast = self._fast() if wanted else None
         if fast is None:
             started = time.perf_counter()
@@ -205,6 +206,11 @@ def kept_signatures(settings: Settings, shingle_sets: list[NDArray[np.uint32]]) 
     """The signatures, as sketching keeps them, of whole sets of shingle hashes: what a store gives back for the
     signatures it leaves out (a sketch holding every shingle hash of its text, store.py)."""
     return _kept(_sketcher(settings).minhasher.signatures(shingle_sets))
+
+
+def numpy_seconds(settings: Settings) -> float:
+    """How long this process has sketched with numpy (for these settings): what earns it the compiled code."""
+    return _sketcher(settings)._numpy_seconds
 
 
 def load_compiled() -> bool:

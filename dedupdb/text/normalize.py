@@ -8,6 +8,8 @@ import sys
 import unicodedata
 from functools import lru_cache
 
+from dedupdb import compiled
+
 # Zero-width characters and the BOM survive NFKC but are invisible to a reader.
 _INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
 _CJK_FIRST, _CJK_LAST = 0x3400, 0x9FFF
@@ -77,11 +79,11 @@ def collapsed_ascii(data: bytes) -> list[str]:
     its runs of spaces made one and none at either end: " ".join(line.split()) of each, without a string per
     word. Where the compiled sketching is loaded (a worker, a large add) it does this in one pass, several times
     faster than these bytes methods."""
-    compiled = sys.modules.get(_COMPILED)
-    if compiled is not None:
+    fast = sys.modules.get(_COMPILED)
+    if fast is not None and not compiled.loading():  # not while a thread imports it (compiled.load_aside)
         import numpy as np
 
-        return compiled.collapse_spaces(np.frombuffer(data, np.uint8)).tobytes().decode("ascii").split("\n")
+        return fast.collapse_spaces(np.frombuffer(data, np.uint8)).tobytes().decode("ascii").split("\n")
     if b"  " in data:
         data = _SPACES.sub(b" ", data)
     data = data.replace(b" \n", b"\n").replace(b"\n ", b"\n").strip(b" ")
