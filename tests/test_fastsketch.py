@@ -318,6 +318,22 @@ def test_compiled_simhash_votes_are_numpys(name):
     assert fastsketch.simhashes(features, weights, lengths) == fingerprints(features, weights, lengths)
 
 
+def test_compiled_simhash_votes_near_even_are_numpys():
+    """Words of one weight (words the table does not know) split half and half leave a vote even but for the
+    order of adding: numpy's order decides those texts, as it decides them on numpy's path (a resumed add and an
+    uninterrupted one stored different SimHashes before it did)."""
+    from dedupdb.sketch.simhash import fingerprints
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(60, 140, 400).tolist()
+    features = rng.integers(0, 2**64, sum(lengths), dtype=np.uint64)
+    weights = rng.integers(1, 3, sum(lengths)) * 11.512925464970229  # counts times one rare word's weight
+    bounds = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    _, sure = fastsketch._votes(features, weights, bounds)
+    assert 0 < np.count_nonzero(~sure) < len(lengths)
+    assert fastsketch.simhashes(features, weights, lengths) == fingerprints(features, weights, lengths)
+
+
 def _permutations(settings: Settings):
     minhasher = Sketcher(settings).minhasher
     return minhasher.multipliers, minhasher.offsets
