@@ -320,8 +320,8 @@ def test_compiled_simhash_votes_are_numpys(name):
 
 def test_compiled_simhash_votes_near_even_are_numpys():
     """Words of one weight (words the table does not know) split half and half leave a vote even but for the
-    order of adding: numpy's order decides those texts, as it decides them on numpy's path (a resumed add and an
-    uninterrupted one stored different SimHashes before it did)."""
+    order of adding: numpy's order decides those texts, as it decides them on numpy's path, so that a batch
+    sketched compiled stores what one sketched with numpy does (a resumed add, tests/test_faults.py)."""
     from dedupdb.sketch.simhash import fingerprints
 
     rng = np.random.default_rng(3)
