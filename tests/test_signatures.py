@@ -562,3 +562,29 @@ def test_spans_are_searchsorted_left_and_right_in_the_needles_order(haystack, ne
     lows, sizes = spans(hay, wanted)
     assert lows.tolist() == np.searchsorted(hay, wanted, "left").tolist()
     assert (lows + sizes).tolist() == np.searchsorted(hay, wanted, "right").tolist()
+
+
+def test_index_keys_hash_each_column_with_its_slot():
+    """Every index key a store holds is its slot's mix and its value, hashed (column_slot_hash): written out here
+    in Python's integers, and for two keys as stored, so that a store's keys never move."""
+    from dedupdb.storage.entries import INDEX_KEY_BITS
+    from dedupdb.text.hashing import FMIX_C1, FMIX_C2, column_slot_hash
+
+    mask, slot_mult = (1 << 64) - 1, 0x9E3779B97F4A7C15
+
+    def fmix(x: int) -> int:
+        x ^= x >> 33
+        x = (x * int(FMIX_C1)) & mask
+        x ^= x >> 33
+        x = (x * int(FMIX_C2)) & mask
+        return x ^ (x >> 33)
+
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 2**64, (7, 53), dtype=np.uint64)
+    for first in (0, 1024):
+        expected = [[fmix(key ^ fmix(((first + j + 1) * slot_mult) & mask)) >> (64 - INDEX_KEY_BITS)
+                     for j, key in enumerate(row)] for row in keys.tolist()]
+        assert column_slot_hash(keys, first, INDEX_KEY_BITS).tolist() == expected
+    pinned = column_slot_hash(np.array([[12345, 2**63 + 7]], np.uint64), 0, INDEX_KEY_BITS)
+    assert pinned.tolist() == [[621399512, 1388178590]]
+

@@ -24,12 +24,12 @@ from dedupdb.storage.entries import INDEX_KEY_BITS
 from dedupdb.storage.rows import ContentRow
 from dedupdb.storage.store import Store
 from dedupdb.text.hashing import (
+    column_slot_hash,
     distinct,
     distinct_counts,
     distinct_of_sorted,
     ranges,
     run_starts,
-    slot_hash,
     spans,
     to_unsigned64,
 )
@@ -360,13 +360,13 @@ def index_rows(settings: Settings, scheme: Candidates, fingerprints: dict[int, F
         signatures = np.stack([fingerprints[c].minhash for c in with_shingles])
         matrix = candidate_keys(signatures, scheme).view(np.uint64)
         ids.append(np.repeat(np.asarray(with_shingles, np.int64), matrix.shape[1]))
-        keys.append(slot_hash(matrix, np.arange(matrix.shape[1]), INDEX_KEY_BITS).ravel())
+        keys.append(column_slot_hash(matrix, 0, INDEX_KEY_BITS).ravel())
     with_simhash = [cid for cid, fp in fingerprints.items() if fp.simhash is not None]
     if with_simhash:
         values = np.array([fingerprints[c].simhash for c in with_simhash], dtype=np.uint64)
         matrix = block_key_matrix(values, settings.simhash_distance)
         ids.append(np.repeat(np.asarray(with_simhash, np.int64), matrix.shape[1]))
-        keys.append(slot_hash(matrix, SIMHASH_SLOTS + np.arange(matrix.shape[1]), INDEX_KEY_BITS).ravel())
+        keys.append(column_slot_hash(matrix, SIMHASH_SLOTS, INDEX_KEY_BITS).ravel())
     return np.concatenate(ids), np.concatenate(keys)
 
 

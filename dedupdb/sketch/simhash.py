@@ -91,8 +91,14 @@ def block_keys(value: int, distance: int) -> list[int]:
 
 def block_key_matrix(values: NDArray[np.uint64], distance: int) -> NDArray[np.uint64]:
     """block_keys of many fingerprints at once, unsigned: row i holds the keys of values[i]."""
+    return np.asarray(values, dtype=np.uint64)[:, None] & _mask_array(distance)[None, :]
+
+
+@lru_cache(maxsize=16)
+def _mask_array(distance: int) -> NDArray[np.uint64]:
     masks = np.array(_key_masks(distance), dtype=np.uint64)
-    return np.asarray(values, dtype=np.uint64)[:, None] & masks[None, :]
+    masks.flags.writeable = False
+    return masks
 
 
 def _signed(value: int) -> int:
