@@ -792,3 +792,28 @@ def test_compiled_covering_blocks_gives_numpys_positions(monkeypatch):
             cases += len(expected) > 0
     assert cases > 100
     assert fastdecode.covering_blocks(np.array([5, 9]), np.array([9, 5]), np.array([9, 5])) is None  # out of order
+
+
+def test_compiled_layouts_are_numpys_for_every_block_sound_or_damaged():
+    """fastdecode.layouts, which a process with numba loaded reads a probe's blocks' layouts with, gives
+    layouts_of's kinds and id bits: for blocks of every layout written now or before, and for lengths and
+    leading bytes that fit none (a damaged block, which decoding then refuses)."""
+    pytest.importorskip("numba")
+    from dedupdb.storage import fastdecode
+
+    rng = np.random.default_rng(4)
+    counts = rng.integers(0, 300, 3000)
+    widths = rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 9], 3000)
+    sizes = widths * counts + rng.choice([0, 1, 2], 3000)
+    blobs = [bytes([int(rng.integers(0, 256))]) + bytes(max(int(size) - 1, 0)) if size else b""
+             for size in sizes]
+    sizes = np.array([len(b) for b in blobs], np.int64)
+    expected = block_codec.layouts_of(sizes, counts, blobs, strict=False)
+    got = fastdecode.layouts(b"".join(blobs), sizes, counts, block_codec.SPLIT_WIDTHS,
+                             (block_codec.GAP_AND_ID24.itemsize, block_codec.GAP_AND_ID32.itemsize),
+                             block_codec.WHOLE, CONTENT_ID_BITS)
+    known = expected[0] != 0
+    assert np.array_equal(got[0], expected[0])
+    assert np.array_equal(got[1][known], expected[1][known])
+    assert 0 < np.count_nonzero(known) < len(blobs)
+    assert {-5, -6, 4, 5, 6, 8} <= set(expected[0].tolist())

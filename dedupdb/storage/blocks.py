@@ -35,6 +35,7 @@ GAP_AND_ID24 = np.dtype([("gap", "<u2"), ("id_low", "<u2"), ("id_high", "u1")]) 
 GAP_AND_ID32 = np.dtype([("gap", "<u2"), ("id", "<u4")])                         # 6 bytes
 WHOLE = 8                                                                         # little-endian int64
 LAYOUTS = (*SPLIT_WIDTHS, WHOLE)  # written, smallest first
+_BEFORE_WIDTHS = (GAP_AND_ID24.itemsize, GAP_AND_ID32.itemsize)
 _ANY_SPLIT = 1  # split blocks of any width, where they are decoded together (no layout is one byte an entry)
 
 
@@ -84,8 +85,12 @@ def layouts_of(sizes: np.ndarray, entries: np.ndarray, blobs: list[bytes],
     whole = (rest == 0) & (entries > 0) & (width == WHOLE)
     known = split | before | whole
     if strict and not known.all():
-        raise DatabaseError("the index is damaged (a block that fits no layout); run 'dedupdb check' for details")
+        raise _damaged()
     return np.where(known, np.where(before, -width, width), 0), id_bits
+
+
+def _damaged() -> DatabaseError:
+    return DatabaseError("the index is damaged (a block that fits no layout); run 'dedupdb check' for details")
 
 
 def split_values(blobs: list[bytes], width: int) -> np.ndarray:
@@ -153,9 +158,15 @@ def decode_blocks(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
     [lows[i], highs[i]] (lows sorted, ranges disjoint), sorted. All blocks of one layout are decoded at once, and
     of packed ones only the keys before the ranges are known (a probe wants a few entries of each block)."""
     sizes = np.fromiter(map(len, blobs), np.int64, len(blobs))
-    kinds, block_id_bits = layouts_of(sizes, counts, blobs)
     ranged = lows is not None
     fast = decoding.decoder()
+    joined = b"".join(blobs) if fast is not None else None
+    if joined is not None:
+        kinds, block_id_bits = fast.layouts(joined, sizes, counts, SPLIT_WIDTHS, _BEFORE_WIDTHS, WHOLE, CONTENT_ID_BITS)
+        if not kinds.all():
+            raise _damaged()
+    else:
+        kinds, block_id_bits = layouts_of(sizes, counts, blobs)
     out = np.empty(0 if ranged else int(counts.sum()), np.int64)
     starts = np.cumsum(counts) - counts
     parts = []
@@ -169,11 +180,11 @@ def decode_blocks(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
         picked = np.flatnonzero(groups == kind)
         layout = kind if kind > 0 else GAP_AND_ID24 if kind == -GAP_AND_ID24.itemsize else GAP_AND_ID32
         if kind == WHOLE:
-            values = np.frombuffer(b"".join([blobs[i] for i in picked.tolist()]), "<i8")
+            values = np.frombuffer(_joined(blobs, picked, joined), "<i8")
             if ranged:
                 values = in_ranges(values, lows, highs)
         elif isinstance(layout, int) and fast is not None:  # split (of one width, or _ANY_SPLIT), compiled
-            values = fast.split_blocks(b"".join([blobs[i] for i in picked.tolist()]), sizes[picked], counts[picked],
+            values = fast.split_blocks(_joined(blobs, picked, joined), sizes[picked], counts[picked],
                                        kinds[picked], block_id_bits[picked], firsts[picked], lows, highs)
         else:
             if isinstance(layout, int):  # split: each block's byte of id bits, then its entries
@@ -219,6 +230,14 @@ def decode_blocks(firsts: np.ndarray, counts: np.ndarray, blobs: list[bytes],
         out.sort()
     return out
 
+
+
+def _joined(blobs: list[bytes], picked: np.ndarray, joined: bytes | None) -> bytes:
+    """The bytes of the picked blocks, joined: those of every block joined already (most reads are of blocks of one
+    layout), else joined now."""
+    if joined is not None and len(picked) == len(blobs):
+        return joined
+    return b"".join([blobs[i] for i in picked.tolist()])
 
 
 def covering_blocks(firsts: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
