@@ -337,6 +337,41 @@ def test_a_process_answering_queries_never_compiles_in_a_query(tmp_path):
     assert done.stdout.split() == ["True", "True", "False", "False", "True"], done.stderr
 
 
+def test_a_fork_waits_for_the_thread_loading_aside_and_an_exit_during_it_is_clean():
+    """A pool's workers are forked only once the thread loading the compiled code has finished (a child must not
+    start with a lock it held); a process that ends while the thread loads ends cleanly."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba")
+    _compiled_in_cache()
+    code = """if True:
+        import sys, time
+        from dedupdb import compiled
+        from dedupdb.config import Settings
+        from dedupdb.ingest import workers
+        def slow():
+            time.sleep(0.5)
+            workers._load_for_queries()
+        compiled.load_aside(slow)
+        print(compiled.loading())
+        pool = workers.WorkPool(Settings(), 1)
+        print(compiled.loading(), compiled.loaded_aside())
+        pool.close()
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert (done.returncode, done.stdout.split(), done.stderr) == (0, ["True", "False", "True"], "")
+    code = """if True:
+        from dedupdb import compiled
+        from dedupdb.ingest import workers
+        compiled.load_aside(workers._load_for_queries)
+        print(compiled.loading(), "numba" in __import__("sys").modules or "not yet")
+    """
+    for _ in range(3):  # ended as numba's import begins, or within it
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+        assert (done.returncode, done.stdout.split()[0], done.stderr) == (0, "True", "")
+
+
 class _RecordingPool:
     """Stands for WorkPool: records what was submitted, and when each batch's results were asked for."""
 
