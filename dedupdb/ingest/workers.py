@@ -195,7 +195,7 @@ def compiled_for_queries() -> None:
     """Called as a process that has earned the compiled code answers a single query (Database.query): the code is
     loaded in a thread (compiled.load_aside) where numba's cache holds it, else compiled in a process of the lowest
     priority (compile_detached) and loaded aside once that has finished. Before, the query that earned it waited
-    for numba: 0.8 s, or 15 s to compile on a new install (docs/benchmarks.md)."""
+    for numba: most of a second, or 12 s and more to compile on a new install (docs/benchmarks.md)."""
     if compiled.loading() or compiled.loaded_aside():
         return
     if compiled.awaiting():  # a compile under way: looked for again at a later query
