@@ -99,8 +99,14 @@ def awaiting() -> bool:
 
 def at_hand() -> bool:
     """Whether this process may take compiled code without paying for numba's start-up: numba is loaded already,
-    and the compiled code is not awaited (another process compiling it) nor being loaded aside (load_aside)."""
-    return "numba" in sys.modules and not awaiting() and not _loading
+    and this process is not waiting for the compiled code."""
+    return "numba" in sys.modules and not waiting()
+
+
+def waiting() -> bool:
+    """Whether this process keeps to numpy's paths for now: the compiled code is awaited from another process
+    (await_compiled), or a thread of this one is loading it (load_aside)."""
+    return awaiting() or _loading
 
 
 _loading = False  # a thread of this process is loading the compiled code (load_aside)

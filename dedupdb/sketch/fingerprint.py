@@ -100,7 +100,7 @@ class Sketcher:
         self._awaited = False  # at the last batch, this process awaited the compiled sketching (compiled.py)
 
     def sketch(self, texts: list[str]) -> list[Sketch]:
-        waiting = compiled.awaiting() or compiled.loading()
+        waiting = compiled.waiting()
         if self._awaited and not waiting:  # another process has compiled it: from now on, as in a worker that found it
             load_compiled()
         self._awaited = waiting

@@ -143,7 +143,7 @@ class PairJudge:
         left, right = table.positions(pairs[:, 0]), table.positions(pairs[:, 1])
         expected = self._numpy_seconds + len(pairs) * self.NUMPY_SECONDS_A_PAIR
         wanted = expected >= self.FAST_AFTER_SECONDS or "numba" in sys.modules
-        fast = self._fast() if wanted and not compiled.awaiting() and not compiled.loading() else None
+        fast = self._fast() if wanted and not compiled.waiting() else None
         if fast is None:
             started = time.perf_counter()
             starts, values, lengths = table.starts.tolist(), table.values, table.lengths.tolist()
