@@ -326,9 +326,8 @@ def coded_sketches(joined: bytes, sizes: np.ndarray, counts: np.ndarray, low_bit
     return values
 
 
-@njit(types.Tuple((types.uint8[::1], types.boolean))(types.uint32[::1], _i64s, _i64s, types.int64, types.int64),
-      cache=True)
-def _coded(values, counts, sizes, low_bits, high_values):
+@njit(types.Tuple((types.uint8[::1], types.boolean))(types.uint32[::1], _i64s, _i64s, types.int64), cache=True)
+def _coded(values, counts, sizes, low_bits):
     """The coded bytes of sketches (their values joined, each one's count and coded size), joined; and false for
     values not sorted and distinct within a sketch."""
     total = 0
@@ -359,11 +358,10 @@ def _coded(values, counts, sizes, low_bits, high_values):
     return out, True
 
 
-def coded(values: np.ndarray, counts: np.ndarray, sizes: np.ndarray, low_bits: int, high_values: int) -> list[bytes]:
+def coded(values: np.ndarray, counts: np.ndarray, sizes: np.ndarray, low_bits: int) -> list[bytes]:
     """sketchpack's coding of sketches (sorted distinct uint32 values, joined; each one's count and coded size):
     each one's bytes. ValueError for values not sorted and distinct."""
-    joined, ordered = _coded(np.ascontiguousarray(values, np.uint32), _int64s(counts), _int64s(sizes),
-                             int(low_bits), int(high_values))
+    joined, ordered = _coded(np.ascontiguousarray(values, np.uint32), _int64s(counts), _int64s(sizes), int(low_bits))
     if not ordered:
         raise ValueError("a sketch to pack is not sorted and distinct")
     data = joined.tobytes()

@@ -48,7 +48,7 @@ def pack(sketches: list[np.ndarray]) -> list[bytes]:
     fast = decoding.decoder()
     if fast is not None:  # a worker's batch of thousands: in one pass, not the dozen array operations below
         values = np.concatenate([sketches[i] for i in picked.tolist()])
-        for i, blob in zip(picked.tolist(), fast.coded(values, counts, coded_size(counts), _LOW_BITS, _HIGH_VALUES)):
+        for i, blob in zip(picked.tolist(), fast.coded(values, counts, coded_size(counts), _LOW_BITS)):
             out[i] = blob
         return out
     values = np.concatenate([sketches[i] for i in picked.tolist()]).astype(np.int64)
