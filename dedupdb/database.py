@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from dedupdb import compiled
 from dedupdb.config import (
     ALGORITHM_VERSION,
     ALGORITHMS_KEPT,
@@ -20,7 +21,6 @@ from dedupdb.config import (
     Settings,
     default_db_path,
 )
-from dedupdb import compiled
 from dedupdb.errors import DatabaseError, InputError, SettingsError
 from dedupdb.index.containment import shares_in, shares_of
 from dedupdb.index.grouping import DEFAULT_KEEP, keep_order, neighbours, stars

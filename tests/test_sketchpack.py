@@ -43,9 +43,9 @@ def test_a_sketch_of_a_typical_text_takes_a_fifth_less():
     assert [size / (4 * len(s)) for size, s in zip(sizes, sketches)] < [0.85, 0.82, 0.8]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 1500), st.sampled_from([8, 20, 26, 32])), max_size=40), st.integers(0, 2**32))
-def test_compiled_packing_gives_numpys_bytes(shapes, seed):
+def test_compiled_packing_gives_numpys_bytes(monkeypatch, shapes, seed):
     """A worker codes its batch's sketches compiled (fastdecode.coded), a process without numba with numpy: the
     same bytes, so a store's sketches (and their checksums) do not depend on which process wrote them."""
     from dedupdb.storage import decoding, fastdecode
@@ -53,14 +53,10 @@ def test_compiled_packing_gives_numpys_bytes(shapes, seed):
     rng = np.random.default_rng(seed)
     sketches = [_sketch(rng, n, spread) for n, spread in shapes]
     sketches += [np.array([0, 2**32 - 1], np.uint32), np.arange(0, 2**32, 2**24, dtype=np.uint64).astype(np.uint32)]
-    original = decoding.decoder
-    try:
-        decoding.decoder = lambda: fastdecode
-        compiled = sketchpack.pack(sketches)
-        decoding.decoder = lambda: None
-        assert compiled == sketchpack.pack(sketches)
-    finally:
-        decoding.decoder = original
+    monkeypatch.setattr(decoding, "decoder", lambda: fastdecode)
+    compiled = sketchpack.pack(sketches)
+    monkeypatch.setattr(decoding, "decoder", lambda: None)
+    assert compiled == sketchpack.pack(sketches)
 
 
 def test_unsorted_values_are_refused_not_stored(decoding):
