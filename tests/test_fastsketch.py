@@ -334,6 +334,49 @@ def test_compiled_simhash_votes_near_even_are_numpys():
     assert fastsketch.simhashes(features, weights, lengths) == fingerprints(features, weights, lengths)
 
 
+def test_compiled_chinese_word_hashes_are_pythons():
+    """fastsketch.chinese_hashes gives weights.chinese_word_hashes' values: for words of every script and length
+    (xxh64's long and short paths), an empty word, none at all, and a word holding a zero byte (hashed one by one
+    then)."""
+    from dedupdb.text.weights import chinese_word_hashes
+
+    rng = np.random.default_rng(11)
+    alphabet = list("中文分词的一是在不了有和人这abcXYZ0123456789.%-_+#&😀é\u3400\U00020000 ")
+    words = ["".join(rng.choice(alphabet, int(n))) for n in rng.integers(1, 50, 3000)]
+    for sample in (words, words[:1], ["", "中", ""], [], ["a\0b", "中文"], ["x" * 200, "词" * 33]):
+        got = fastsketch.chinese_hashes(sample)
+        assert got.dtype == np.uint64 and got.tolist() == chinese_word_hashes(sample).tolist()
+
+
+def test_compiled_chinese_simhashes_are_each_texts_own(monkeypatch):
+    """A batch's Chinese SimHashes, voted on together by the compiled path, are those of the numpy path, which
+    fingerprints each text by itself (simhash.fingerprint): over texts of dictionary words, and over texts of
+    distinct rare ideographs, each of one weight (the table does not know them), whose votes are near even: those
+    are decided by simhash.fingerprint, as on numpy's path."""
+    rng = np.random.default_rng(5)
+    # Texts of common characters, which jieba cuts into words it knows and words it does not (60 distinct words
+    # at least make a SimHash).
+    common = list("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面"
+                  "而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处队南给色光门即保治北造百规热领七海口东导器压志世金增争济阶油思术极交受联什认六共权收证改清己美再采转更单风切打白教速花带安场身车例真务具万每目至达走积示议声报斗完类八离华名确才科张信马节话米整空元况今集温传土许步群广石记需段研界拉林律叫且究观越织装影算低持音众书布复容儿须际商非验连断深难近矿千周委素技备半办青省列习响约支般史感劳便团往酸历市克何除消构府称太准精值号率族维划选标写存候毛亲快效斯院查江型眼王按格养易置派层片始却专状育厂京识适属圆包火住调满县局照参红细引听该铁价严")
+    texts = ["".join(rng.choice(common, int(rng.integers(40, 400)))) for _ in range(200)]
+    for _ in range(200):
+        rare = rng.choice(np.arange(0x3400, 0x4DB5), int(rng.integers(10, 40)) * 2, replace=False)
+        texts.append(normalize("，".join(chr(c) for c in rare)))
+    near_even = []
+    votes = fastsketch._votes
+
+    def counted_votes(features, weights, bounds):
+        values, sure = votes(features, weights, bounds)
+        near_even.append(int(np.count_nonzero(~sure)))
+        return values, sure
+
+    monkeypatch.setattr(fastsketch, "_votes", counted_votes)
+    expected, got = python_sketcher(Settings()).sketch(texts), fast_sketcher(Settings()).sketch(texts)
+    assert [s.simhash for s in got] == [s.simhash for s in expected]
+    assert sum(s.simhash is not None for s in expected[:200]) > 100  # dictionary words: most have a SimHash
+    assert sum(near_even) > 20  # the rare ideographs' votes were left to simhash.fingerprint
+
+
 def _permutations(settings: Settings):
     minhasher = Sketcher(settings).minhasher
     return minhasher.multipliers, minhasher.offsets

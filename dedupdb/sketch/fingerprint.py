@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 
 import numpy as np
 from numpy.typing import NDArray
@@ -123,12 +124,15 @@ class Sketcher:
         weights = word_weights if fast is None else fast.word_weights
         votes = simhash_fingerprints if fast is None else fast.simhashes
         simhashes = self._word_simhashes([word_counts[i] for i in worded], worded, weights, votes)
+        if fast is not None:  # the Chinese texts' too, in one pass (else each by itself, as below)
+            simhashes.update(self._chinese_simhashes(texts, [i for i in range(len(texts)) if mostly_cjk[i]],
+                                                     token_counts, fast))
         out = []
         for i, (text, shingles, signature) in enumerate(zip(texts, shingle_sets, signatures)):
             sketch, count = bottom_k(shingles, self.settings.sketch_size, already_unique=True)
             tokens = token_counts[i]
             words = (*word_counts[i], buckets[i]) if tokens and not mostly_cjk[i] else None
-            simhash = self._chinese_simhash(text, tokens) if mostly_cjk[i] else simhashes.get(i)
+            simhash = self._chinese_simhash(text, tokens) if mostly_cjk[i] and fast is None else simhashes.get(i)
             out.append(Sketch(content_hash(text), len(text), count, signature, sketch, simhash, words, tokens, winnows[i]))
         return out
 
@@ -178,12 +182,35 @@ class Sketcher:
         minimum = self.settings.simhash_min_features
         if tokens < minimum:
             return None  # cannot reach the minimum; spares the segmenter the work
-        # A store of algorithm 6 goes on with jieba's Python segmenting, so that its fingerprints stay its own.
-        words = jieba_words(text) if self.settings.algorithm <= 6 else chinese_words(text)
-        features, _, counts = distinct_first_counts(chinese_word_hashes(words))
+        features, _, counts = distinct_first_counts(chinese_word_hashes(self._chinese_words(text)))
         if len(features) < minimum:
             return None
         return simhash_fingerprint(features, counts * chinese_idf(features))
+
+    def _chinese_words(self, text: str) -> list[str]:
+        # A store of algorithm 6 goes on with jieba's Python segmenting, so that its fingerprints stay its own.
+        return jieba_words(text) if self.settings.algorithm <= 6 else chinese_words(text)
+
+    def _chinese_simhashes(self, texts: list[str], positions: list[int], token_counts: list[int], fast) -> dict[int, int]:
+        """_chinese_simhash() of the texts at these positions, the same values: their words hashed, counted,
+        weighed and voted on together, compiled (fast: fastsketch; its simhashes() leaves the near-even votes to
+        simhash.fingerprint, as _chinese_simhash decides them). One by one, all but the segmenting took half of a
+        long Chinese review's SimHash."""
+        minimum = self.settings.simhash_min_features
+        chosen = [p for p in positions if token_counts[p] >= minimum]  # fewer tokens cannot reach the minimum
+        if not chosen:
+            return {}
+        words = [self._chinese_words(texts[p]) for p in chosen]
+        hashes = fast.chinese_hashes(list(chain.from_iterable(words)))
+        # Each text's distinct words, sorted, with their counts: distinct_first_counts of each at once.
+        features, counts, lengths = fast.distinct_counted(hashes, [len(w) for w in words])
+        owners = np.repeat(np.arange(len(chosen)), lengths)
+        enough = lengths >= minimum
+        taken = enough[owners]
+        features = features[taken]
+        values = fast.simhashes(features, counts[taken] * chinese_idf(features), lengths[enough].tolist(),
+                                simhash_fingerprint)
+        return dict(zip(np.asarray(chosen)[enough].tolist(), values))
 
 
 _SKETCHERS: dict[Settings, Sketcher] = {}
