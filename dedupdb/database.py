@@ -24,7 +24,7 @@ from dedupdb.config import (
 from dedupdb.errors import DatabaseError, InputError, SettingsError
 from dedupdb.index.containment import shares_in, shares_of
 from dedupdb.index.grouping import DEFAULT_KEEP, keep_order, neighbours, stars
-from dedupdb.index.indexer import Indexer, Match
+from dedupdb.index.indexer import Indexer
 from dedupdb.index.lsh import (
     Banding,
     Candidates,
@@ -57,9 +57,6 @@ _REINDEX_PENDING = "reindex.pending"  # set while reindex --from-sources rebuild
 # hundreds of queries): loaded aside (ingest.workers.compiled_for_queries), no query waits for it, so it is earned
 # sooner than a batch earns it (Sketcher.FAST_AFTER_SECONDS).
 QUERIES_COMPILED_AFTER_SECONDS = 0.2
-# Queries of a batch whose candidates are scored together, their sides (sketches and fingerprints) held meanwhile:
-# some 40 KB a short query, where a batch of 16,384 Chinese reviews held 1 GB at once.
-QUERIES_SCORED_AT_ONCE = 2048
 
 
 @dataclass(frozen=True)
@@ -461,7 +458,7 @@ class Database:
         else:
             large = size is None or size >= querying.POOL_AT_ONCE_BYTES
             source = querying.FILE if large else querying.GIVEN
-        return self._answer_all(items, threshold, top, containment, workers, source, report, size)
+        return self._answer_all(items, threshold, top, containment, workers, source, report)
 
     def _check_query(self, containment: float | None) -> None:
         self._require_current()
@@ -469,7 +466,7 @@ class Database:
             raise InputError(f"containment must be in (0, 1], got {containment}")
 
     def _answer_all(self, items, threshold, top, containment, workers, source,
-                    progress=None, size: int | None = None) -> Iterator[QueryResult]:
+                    progress=None) -> Iterator[QueryResult]:
         from dedupdb.ingest.querying import answered_batches
 
         self._check_query(containment)  # here too: before the first result is asked for
@@ -477,7 +474,7 @@ class Database:
         workers = (os.cpu_count() or 1) if workers is None else workers
         there = functools.partial(_answer_in_worker, str(self.store.absolute_path), threshold, top, containment)
         here = functools.partial(self._answer_here, threshold=threshold, top=top, containment=containment)
-        batches = answered_batches(self.settings, items, workers, here, there, source, progress, size)
+        batches = answered_batches(self.settings, items, workers, here, there, source, progress)
         return (answer for answers in batches for answer in answers)
 
     def _answer_here(self, items, threshold, top, containment) -> list[QueryResult]:
@@ -488,40 +485,20 @@ class Database:
             return self._answer_batch(batch, threshold, top, containment)
 
     def _answer_batch(self, batch, threshold, top, containment) -> list[QueryResult]:
-        """query() of a batch of sketched texts, with every lookup made for all of them at once; their candidates
-        are then scored a part at a time (QUERIES_SCORED_AT_ONCE), so that a part's sides are let go before the
-        next's are read: a larger batch pays for a read of the index once, and holds no more."""
+        """query() of a batch of sketched texts, with every lookup made for all of them at once."""
         asked = [(item, sketched) for item, sketched in batch if sketched is not None and sketched.error is None]
         fps = self.fingerprinter.batch([sketched.sketch for _, sketched in asked])
         mines = [Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash) for fp in fps]
         matches = self.indexer.search_many(fps, threshold)
-        candidates: list[list[int]] | None = None
+        finder = self.indexer.containment
+        held: list[dict[int, float]] = [{} for _ in asked]
+        sides: dict[int, Side] = {}
         if containment is not None:
             probes = [fp.fingerprints if sketched.runs is None else sketched.runs for fp, (_, sketched) in zip(fps, asked)]
-            candidates = self.indexer.containment.candidates_many(mines, probes, containment)
-        answered: dict[int, list[QueryHit]] = {}
-        for start in range(0, len(asked), QUERIES_SCORED_AT_ONCE):
-            part = slice(start, start + QUERIES_SCORED_AT_ONCE)
-            hits = self._scored_hits(mines[part], matches[part], None if candidates is None else candidates[part],
-                                     containment, top)
-            answered.update((id(item), found) for (item, _), found in zip(asked[part], hits))
-        out = []
-        for item, sketched in batch:
-            error = item.error if sketched is None else sketched.error
-            out.append(QueryResult(item.id, answered.get(id(item), []), item.line, error))
-        return out
-
-    def _scored_hits(self, mines: list[Side], matches: list[list[Match]], candidates: list[list[int]] | None,
-                     containment: float | None, top: int) -> list[list[QueryHit]]:
-        """The hits of queries (their sides, near-duplicates and containment candidates), scored together."""
-        finder = self.indexer.containment
-        sides: dict[int, Side] = {}
-        held: list[dict[int, float]] = [{} for _ in mines]
-        if candidates is not None:
-            held = finder.scored_many(mines, candidates, containment, sides)
+            held = finder.search_many(mines, probes, containment, sides)
         near = [_near_scores(m) for m in matches]
         finder.read_sides((cid for n, h in zip(near, held) for cid in _sides_wanted(n, h)), sides)
-        # How much of each query its near-duplicates hold, counted for the whole part at once.
+        # How much of each query its near-duplicates hold, counted for the whole batch at once.
         holding = [_holding(n, h, sides) for n, h in zip(near, held)]
         shares = shares_of([(mine, [sides[cid] for cid in cids]) for mine, cids in zip(mines, holding)],
                            self.settings.sketch_size)
@@ -530,7 +507,14 @@ class Database:
         documents: dict[int, list[DocumentRow]] = {}
         for doc in self.store.documents_of_contents(sorted({cid for s in scores for cid in s})):
             documents.setdefault(doc.content_id, []).append(doc)
-        return [_hits(s, [d for cid in s for d in documents.get(cid, ())], top) for s in scores]
+        answered = {
+            id(item): _hits(s, [d for cid in s for d in documents.get(cid, ())], top) for (item, _), s in zip(asked, scores)
+        }
+        out = []
+        for item, sketched in batch:
+            error = item.error if sketched is None else sketched.error
+            out.append(QueryResult(item.id, answered.get(id(item), []), item.line, error))
+        return out
 
     def parts_in_groups(self) -> list[tuple[str, str]]:
         """(key, file path) of the grouped documents that are parts of a file (a message in a mail file, an

@@ -82,7 +82,6 @@ def test_query_many_equals_single_queries(store, monkeypatch, options, candidate
 
     monkeypatch.setattr(finder, "QUERY_CANDIDATES", candidates)
     monkeypatch.setattr(querying, "QUERY_BATCH", 9)  # several batches, one of them partial
-    monkeypatch.setattr(dedupdb.database, "QUERIES_SCORED_AT_ONCE", 4)  # each scored in parts, the last partial
     texts = _queries()
     with dedupdb.open(store) as db:
         before = db.store.counts()
@@ -117,11 +116,9 @@ def test_query_many_in_worker_processes(store, monkeypatch, workers):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_large_record_file_gives_each_worker_whole_batches(store, monkeypatch, tmp_path, workers):
     """A record file known to be large starts the workers at once and hands each a whole batch (splitting one
-    costs its lookups twice), several in flight, each twice the one before up to the largest, but for the last,
-    shared out among them (one would work while the others wait); the answers are query()'s, in the file's
-    order."""
+    costs its lookups twice), several in flight, but for the last, shared out among them (one would work while
+    the others wait); the answers are query()'s, in the file's order."""
     monkeypatch.setattr(querying, "QUERY_BATCH", 80)
-    monkeypatch.setattr(querying, "LARGEST_QUERY_BATCH", 120)
     monkeypatch.setattr(querying, "POOL_AT_ONCE_BYTES", 1)
     events = []
     submit = querying.WorkPool.submit
@@ -133,43 +130,14 @@ def test_a_large_record_file_gives_each_worker_whole_batches(store, monkeypatch,
                     encoding="utf-8")
     with dedupdb.open(store) as db:
         results = list(db.query_records(path, workers=workers))
-        # Each batch twice the one before, up to the largest, but held to half a worker's share of the rest (here,
-        # at the first, as this file is short).
-        sizes = [n for n, _ in events]
-        assert sizes[0] == 80 and all(80 <= n <= 120 for n in sizes[1:-1]) and sum(sizes) == len(texts)
-        assert [spread for _, spread in events] == [False] * (len(events) - 1) + [True]
+        assert events == [(80, False), (80, False), (80, False), (10, True)]
         assert [r.id for r in results] == [str(line) for line in range(1, 251)]  # no id field: the line
         _assert_same(db, texts, results)
         # Standard input is large too, and its batches go out as they come: the last is not held back to be shared.
         events.clear()
         piped = list(db.query_records("-", RecordOptions("jsonl"), workers=workers, stdin=io.BytesIO(path.read_bytes())))
-        assert events == [(80, False), (120, False), (50, False)]  # of unknown length: no share to hold to
+        assert events == [(80, False), (80, False), (80, False), (10, False)]
         assert [(r.id, r.hits) for r in piped] == [(r.id, r.hits) for r in results]
-        # A batch ends early at QUERY_BATCH_CHARS characters of text.
-        bound = sum(map(len, texts[:30]))
-        monkeypatch.setattr(querying, "QUERY_BATCH_CHARS", bound)
-        events.clear()
-        assert [(r.id, r.hits) for r in db.query_records(path, workers=workers)] == [(r.id, r.hits) for r in results]
-        sizes, start = [n for n, _ in events], 0
-        assert len(sizes) > 5 and sum(sizes) == len(texts)
-        for n in sizes[:-1]:  # each batch but the last reaches the bound with its last text, and not before it
-            assert sum(map(len, texts[start : start + n])) >= bound > sum(map(len, texts[start : start + n - 1]))
-            start += n
-
-
-def test_batches_grow_and_a_files_last_ones_shrink_to_a_share_a_worker():
-    """A large input's batches double up to the largest; of a file of known size, each is held to half a worker's
-    share of the records still to come (as the bytes read so far tell), but not below the first: the last ones
-    shrink, so that the workers finish together."""
-    items = [querying.QueryText(str(i), "x" * 100, end_offset=100 * (i + 1)) for i in range(1000)]
-
-    def sizes(*args) -> list[int]:
-        return [len(chunk) for chunk in querying._chunks(iter(items), 10, 200, *args)]
-
-    assert sizes() == [10, 20, 40, 80, 160, 200, 200, 200, 90]
-    # Half a worker's share of the rest: 1,000 - 310 = 690 left after the fifth, of which 172 make the sixth.
-    assert sizes(2, 100_000) == [10, 20, 40, 80, 160, 172, 129, 97, 73, 54, 41, 31, 23, 17, 13, 10, 10, 10, 10]
-    assert sizes(1, 100_000) == [10, 20, 40, 80, 160, 200, 200, 145, 72, 36, 18, 10, 9]
 
 
 def test_workers_find_a_store_opened_by_a_relative_path_after_a_change_of_folder(store, monkeypatch, tmp_path):

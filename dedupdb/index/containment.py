@@ -99,11 +99,6 @@ class ContainmentIndex:
         """search() of many queries at once, with the same answers: their probes are looked up together (whether a
         key is common depends on the key alone), and the sides of all their candidates read in one go (into sides,
         when given, which may hold some already)."""
-        return self.scored_many(queries, self.candidates_many(queries, probes, floor), floor, sides)
-
-    def candidates_many(self, queries: list[Side], probes: list[np.ndarray], floor: float) -> list[list[int]]:
-        """The candidates search_many() scores for each query, those sharing the most fingerprints first: every
-        query's probes looked up at once."""
         probes = [np.asarray(p, np.uint64) for p in probes]  # fingerprints and runs alike are distinct already
         owners = np.repeat(np.arange(len(probes), dtype=np.int64), [len(p) for p in probes])
         wanted = np.concatenate(probes) if probes else np.empty(0, np.uint64)
@@ -134,15 +129,10 @@ class ContainmentIndex:
         found_q, found_c = found_q[chosen], found_c[chosen]
         bounds = np.searchsorted(found_q, np.arange(len(queries) + 1)).tolist()
         listed = found_c.tolist()
-        return [listed[a:b] for a, b in pairwise(bounds)]
-
-    def scored_many(self, queries: list[Side], candidates: list[list[int]], floor: float,
-                    sides: dict[int, Side] | None = None) -> list[dict[int, float]]:
-        """Of each query's candidates (candidates_many), those holding at least floor of it, with that share: their
-        sides read in one go (into sides, when given, which may hold some already)."""
+        best = [listed[a:b] for a, b in pairwise(bounds)]
         sides = {} if sides is None else sides
-        self.read_sides((cid for chosen in candidates for cid in chosen), sides)
-        best = [[cid for cid in chosen if cid in sides] for chosen in candidates]
+        self.read_sides((cid for chosen in best for cid in chosen), sides)
+        best = [[cid for cid in chosen if cid in sides] for chosen in best]
         shares = shares_of([(query, [sides[cid] for cid in chosen]) for query, chosen in zip(queries, best)],
                            self.settings.sketch_size)
         return [{cid: round(share, 4) for cid, share in zip(chosen, scored) if share is not None and share >= floor}

@@ -35,14 +35,9 @@ from dedupdb.sketch.fingerprint import Sketch, load_compiled, queries_runs, sket
 from dedupdb.text.normalize import normalize_lines
 
 STDIN = "-"
-# Texts sketched and searched together: a large input's first batch, each batch after it twice as large up to the
-# largest, none of more characters than the last bound. A batch's lookups read much of a large store's index
-# whatever its size (most of a million documents' for 4,096 Chinese reviews: 1.2 s of a worker's 3.1 s), so
-# larger batches pay it less often; the first ones are smaller, so that a small input still keeps every worker
-# busy; scoring holds a part of a batch at a time (database.QUERIES_SCORED_AT_ONCE).
+# Texts sketched and searched together: enough that the store is read once for many, few enough that two batches
+# of long texts stay small in memory.
 QUERY_BATCH = 4096
-LARGEST_QUERY_BATCH = 16384
-QUERY_BATCH_CHARS = 16 * 1024 * 1024
 # A query text of at least this many bytes in all starts the workers at once; a smaller one is sketched here.
 POOL_AT_ONCE_BYTES = 8 * 1024 * 1024
 _SAMPLE_BYTES = 64 * 1024
@@ -127,7 +122,7 @@ STREAM = "stream"  # standard input: workers at once, each batch out as soon as 
 def answered_batches(
     settings: Settings, items: Iterator[QueryText], workers: int, here: Callable[[list[QueryText]], list],
     there: Callable[[Settings, list[QueryText]], list], source: str = GIVEN,
-    progress: Callable[[QueryText], None] | None = None, size: int | None = None,
+    progress: Callable[[QueryText], None] | None = None,
 ) -> Iterator[list]:
     """The answers to the items, batch by batch, in order. here(batch) answers a batch in this process; there
     (a module-level function, or a partial of one) answers a batch, or a part of one, in a worker, which sketches
@@ -140,14 +135,13 @@ def answered_batches(
     answered here if that is all, else the workers start with the second and take the first too, each batch
     shared out among them while the one before is answered, so that a few batches still keep every worker busy.
     Memory stays bounded by the batches in flight, whatever the input's length. progress is called with the last
-    item of each batch answered. size: a file's bytes (its records' end_offset counts them), which keeps its
-    last batches small enough to be shared evenly among the workers. Until the last answer is taken (or the
-    answers are closed), this process collects garbage less often (workers.bulk_collections)."""
+    item of each batch answered. Until the last answer is taken (or the answers are closed), this process collects
+    garbage less often (workers.bulk_collections)."""
     with bulk_collections():
-        yield from _answered_batches(settings, items, workers, here, there, source, progress, size)
+        yield from _answered_batches(settings, items, workers, here, there, source, progress)
 
 
-def _answered_batches(settings, items, workers, here, there, source, progress, size=None) -> Iterator[list]:
+def _answered_batches(settings, items, workers, here, there, source, progress) -> Iterator[list]:
     large = source != GIVEN
     pool: WorkPool | None = _pool(settings, workers) if large and workers > 0 else None
     ahead = workers if large else 1  # batches in flight beyond the one waited for
@@ -160,14 +154,14 @@ def _answered_batches(settings, items, workers, here, there, source, progress, s
     held: list[QueryText] | None = None
 
     def hand_out(chunk: list[QueryText], spread: bool = not large) -> None:
-        in_flight.append((chunk, pool.submit(there, chunk, part_items=LARGEST_QUERY_BATCH, min_items=1, spread=spread)))
+        in_flight.append((chunk, pool.submit(there, chunk, part_items=QUERY_BATCH, min_items=1, spread=spread)))
 
     def take_back() -> list:
         chunk, work = in_flight.popleft()
         return _reported(chunk, work.result(), progress)
 
     try:
-        for chunk in _chunks(items, QUERY_BATCH, LARGEST_QUERY_BATCH if large else QUERY_BATCH, max(workers, 1), size):
+        for chunk in _chunks(items, QUERY_BATCH):
             if workers == 0:
                 yield _reported(chunk, here(chunk), progress)
                 continue
@@ -214,27 +208,13 @@ def _reported(chunk: list[QueryText], answers: list, progress) -> list:
     return answers
 
 
-def _chunks(items: Iterator[QueryText], size: int, largest: int, workers: int = 1,
-            file_bytes: int | None = None) -> Iterator[list[QueryText]]:
-    """The items in batches: the first of size, each after it twice the one before up to largest, each cut short
-    at QUERY_BATCH_CHARS characters of text. Of a file of file_bytes, a batch is also held to half a worker's share
-    of the records still to come, as the bytes read so far tell (but not below size): the last batches are
-    smaller, so that no worker is left answering a large one alone at the end (the estimate errs: records grow
-    longer or shorter along a file)."""
+def _chunks(items: Iterator[QueryText], size: int) -> Iterator[list[QueryText]]:
     chunk: list[QueryText] = []
-    chars = read = 0
-    first = size
     for item in items:
         chunk.append(item)
-        chars += len(item.text or "")
-        if len(chunk) >= size or chars >= QUERY_BATCH_CHARS:
+        if len(chunk) >= size:
             yield chunk
-            read += len(chunk)
-            size = min(2 * size, largest)
-            if file_bytes and item.end_offset:
-                left = read * max(file_bytes - item.end_offset, 0) // item.end_offset
-                size = max(first, min(size, left // (2 * workers)))
-            chunk, chars = [], 0
+            chunk = []
     if chunk:
         yield chunk
 
