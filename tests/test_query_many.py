@@ -138,6 +138,16 @@ def test_a_large_record_file_gives_each_worker_whole_batches(store, monkeypatch,
         piped = list(db.query_records("-", RecordOptions("jsonl"), workers=workers, stdin=io.BytesIO(path.read_bytes())))
         assert events == [(80, False), (80, False), (80, False), (10, False)]
         assert [(r.id, r.hits) for r in piped] == [(r.id, r.hits) for r in results]
+        # A batch of long texts ends early, at QUERY_BATCH_CHARS characters of text.
+        bound = sum(map(len, texts[:30]))
+        monkeypatch.setattr(querying, "QUERY_BATCH_CHARS", bound)
+        events.clear()
+        assert [(r.id, r.hits) for r in db.query_records(path, workers=workers)] == [(r.id, r.hits) for r in results]
+        sizes, start = [n for n, _ in events], 0
+        assert len(sizes) > 5 and sum(sizes) == len(texts)
+        for n in sizes[:-1]:  # each batch but the last reaches the bound with its last text, and not before it
+            assert sum(map(len, texts[start : start + n])) >= bound > sum(map(len, texts[start : start + n - 1]))
+            start += n
 
 
 def test_workers_find_a_store_opened_by_a_relative_path_after_a_change_of_folder(store, monkeypatch, tmp_path):

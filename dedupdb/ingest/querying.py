@@ -36,8 +36,10 @@ from dedupdb.text.normalize import normalize_lines
 
 STDIN = "-"
 # Texts sketched and searched together: enough that the store is read once for many, few enough that two batches
-# of long texts stay small in memory.
+# of long texts stay small in memory; a batch of long texts ends at so many characters (4,096 articles of 100 KB
+# would hold 400 MB a batch, a few batches in flight).
 QUERY_BATCH = 4096
+QUERY_BATCH_CHARS = 16 * 1024 * 1024
 # A query text of at least this many bytes in all starts the workers at once; a smaller one is sketched here.
 POOL_AT_ONCE_BYTES = 8 * 1024 * 1024
 _SAMPLE_BYTES = 64 * 1024
@@ -209,12 +211,15 @@ def _reported(chunk: list[QueryText], answers: list, progress) -> list:
 
 
 def _chunks(items: Iterator[QueryText], size: int) -> Iterator[list[QueryText]]:
+    """The items in batches of size, each cut short at QUERY_BATCH_CHARS characters of text."""
     chunk: list[QueryText] = []
+    chars = 0
     for item in items:
         chunk.append(item)
-        if len(chunk) >= size:
+        chars += len(item.text or "")
+        if len(chunk) >= size or chars >= QUERY_BATCH_CHARS:
             yield chunk
-            chunk = []
+            chunk, chars = [], 0
     if chunk:
         yield chunk
 
