@@ -309,3 +309,20 @@ def test_a_short_cut_of_a_longer_text_is_contained_whatever_its_character_view(t
         db.add([root])
         found = {frozenset(k.rsplit("/", 1)[-1] for k in (p.a, p.b)): p.containment for p in db.pairs(containment=0.8)}
     assert found[frozenset({"whole.txt", "cut.txt"})] == 1.0
+
+
+def test_fingerprints_read_together_are_each_ones_own():
+    """Stored fingerprints read for many contents at once (views of one array) are what each blob holds, None
+    stays None, and a blob that is not whole is refused as reading it alone refuses it."""
+    from dedupdb.storage.rows import optional_u32_array, optional_u32_arrays
+
+    rng = np.random.default_rng(2)
+    arrays = [rng.integers(0, 2**32, n, dtype=np.uint32) for n in (0, 1, 7, 300)]
+    blobs = [a.astype("<u4").tobytes() for a in arrays] + [None, b""]
+    got = optional_u32_arrays(blobs)
+    assert [None if g is None else g.tolist() for g in got] == \
+        [None if b is None else optional_u32_array(b).tolist() for b in blobs]
+    assert all(g is None or g.dtype == np.uint32 for g in got)
+    assert optional_u32_arrays([]) == [] and optional_u32_arrays([None]) == [None]
+    with pytest.raises(ValueError):
+        optional_u32_arrays([blobs[2], b"\x01\x02\x03", blobs[3]])

@@ -13,7 +13,7 @@ from dedupdb.storage.entries import (
     CONTENT_ID_MASK,
     packed,
 )
-from dedupdb.storage.rows import optional_u32_array, u32_blob
+from dedupdb.storage.rows import optional_u32_arrays, u32_blob
 from dedupdb.storage.runs import Runs
 from dedupdb.text.hashing import distinct, distinct_counts, distinct_of_sorted
 
@@ -104,7 +104,8 @@ class PostingTables:
                 if not checksums.matches(r[6], r[1], r[5], r[2], r[4], r[3]):
                     raise self._damaged_content(r[0])
             sketches = self._unpacked([r[2] for r in rows])
-            out.update((r[0], (r[1], sketch, optional_u32_array(r[3]), r[4])) for r, sketch in zip(rows, sketches))
+            out.update((r[0], (r[1], sketch, prints, r[4]))
+                       for r, sketch, prints in zip(rows, sketches, optional_u32_arrays([r[3] for r in rows])))
         return out
 
     def containment_sizes(self, content_ids: Iterable[int]) -> dict[int, tuple[int, int]]:

@@ -101,7 +101,7 @@ FINGERPRINT_PARTS: tuple[FingerprintPart, ...] = (
     FingerprintPart("sketch", lambda fps: sketchpack.pack([fp.sketch for fp in fps]), sketchpack.unpack_each),
     FingerprintPart("simhash", _attribute("simhash_signed"), list),
     FingerprintPart("fingerprints", lambda fps: [optional_u32_blob(fp.fingerprints) for fp in fps],
-                    lambda blobs: [optional_u32_array(b) for b in blobs]),
+                    lambda blobs: optional_u32_arrays(blobs)),
 )
 PART_NAMES = tuple(part.name for part in FINGERPRINT_PARTS)
 
@@ -111,6 +111,25 @@ CONTENT_COLUMNS = ", ".join(("id", *PART_NAMES, "cluster", "documents", "checksu
 
 def optional_u32_array(blob: bytes | None) -> np.ndarray | None:
     return None if blob is None else u32_array(blob)
+
+
+def optional_u32_arrays(blobs: list[bytes | None]) -> list[np.ndarray | None]:
+    """optional_u32_array() of each blob: views of one array for them all, made at once (a batch query reads
+    thousands of contents' fingerprints; an array each took more than a microsecond)."""
+    held = [blob for blob in blobs if blob is not None]
+    if any(len(blob) % 4 for blob in held):  # not whole (a damaged store): refused as one by one refuses it
+        return [optional_u32_array(blob) for blob in blobs]
+    values = np.frombuffer(b"".join(held), dtype="<u4").astype(np.uint32)
+    out: list[np.ndarray | None] = []
+    at = 0
+    for blob in blobs:
+        if blob is None:
+            out.append(None)
+            continue
+        end = at + len(blob) // 4
+        out.append(values[at:end])
+        at = end
+    return out
 
 
 def optional_u32_blob(values: np.ndarray | None) -> bytes | None:
