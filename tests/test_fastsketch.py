@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 import sys
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from pathlib import Path
 
 import numpy as np
@@ -346,6 +346,22 @@ def test_compiled_chinese_word_hashes_are_pythons():
     for sample in (words, words[:1], ["", "中", ""], [], ["a\0b", "中文"], ["x" * 200, "词" * 33]):
         got = fastsketch.chinese_hashes(sample)
         assert got.dtype == np.uint64 and got.tolist() == chinese_word_hashes(sample).tolist()
+
+
+def test_compiled_distinct_counts_are_each_texts_own():
+    """fastsketch.distinct_counted gives hashing.distinct_first_counts' values and counts for each text at once:
+    texts of none, one, many repeated and more values than the sort's one-pass limit (fastsketch._FEW)."""
+    from dedupdb.text.hashing import distinct_first_counts
+
+    rng = np.random.default_rng(1)
+    lengths = [0, 1, 5, 3000, fastsketch._FEW + 1, fastsketch._FEW, 100, 0]
+    values = np.concatenate([rng.integers(0, 50 if n < 200 else 2**64, n, dtype=np.uint64) for n in lengths])
+    bounds = np.concatenate(([0], np.cumsum(lengths)))
+    expected = [distinct_first_counts(values[a:b]) for a, b in pairwise(bounds.tolist())]
+    distinct, counts, each = fastsketch.distinct_counted(values, lengths)
+    assert each.tolist() == [len(found) for found, _, _ in expected]
+    assert distinct.tolist() == [v for found, _, _ in expected for v in found.tolist()]
+    assert counts.tolist() == [c for _, _, times in expected for c in times.tolist()]
 
 
 def test_compiled_chinese_simhashes_are_each_texts_own(monkeypatch):

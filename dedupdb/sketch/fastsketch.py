@@ -630,10 +630,19 @@ def _distinct_counted(values, bounds):
     distinct = np.empty(values.shape[0], np.uint64)
     counts = np.empty(values.shape[0], np.int64)
     lengths = np.zeros(texts, np.int64)
+    longest = 0
+    for t in range(texts):
+        longest = max(longest, bounds[t + 1] - bounds[t])
+    work = np.empty(longest, np.uint64)
+    scratch = np.empty(longest, np.uint64)
+    tally = np.empty(8 * 256 + 1, np.int64)
     n = 0
     for t in range(texts):
-        ordered = np.sort(values[bounds[t]:bounds[t + 1]])
-        for i in range(ordered.shape[0]):
+        size = bounds[t + 1] - bounds[t]
+        for i in range(size):
+            work[i] = values[bounds[t] + i]
+        ordered = _sorted(work, size, 64, scratch, tally)  # the sketching's own sort: numpy's took seconds to compile
+        for i in range(size):
             if i and ordered[i] == ordered[i - 1]:
                 counts[n - 1] += 1
             else:
