@@ -622,42 +622,37 @@ def _separated_hashes(data, seed):
     return out
 
 
-@_jit(types.Tuple((_u64s, _i64s, _i64s))(_u64s, _i64s))
+@_jit(types.Tuple((_u64s, _i64s))(_u64s, _i64s))
 def _distinct_counted(values, bounds):
-    """Each text's distinct values (texts: values[bounds[t]:bounds[t + 1]]), sorted, how often each occurs, and
-    how many each text has: hashing.distinct_first_counts of every text at once."""
+    """_append_distinct (counted) of each text's values (text t's: values[bounds[t]:bounds[t + 1]]), one after
+    another, and how many distinct values each text has."""
     texts = bounds.shape[0] - 1
-    distinct = np.empty(values.shape[0], np.uint64)
-    counts = np.empty(values.shape[0], np.int64)
-    lengths = np.zeros(texts, np.int64)
     longest = 0
     for t in range(texts):
         longest = max(longest, bounds[t + 1] - bounds[t])
     work = np.empty(longest, np.uint64)
     scratch = np.empty(longest, np.uint64)
     tally = np.empty(8 * 256 + 1, np.int64)
-    n = 0
+    out = np.empty(2 * values.shape[0], np.uint64)
+    lengths = np.empty(texts, np.int64)
+    used = 0
     for t in range(texts):
         size = bounds[t + 1] - bounds[t]
         for i in range(size):
             work[i] = values[bounds[t] + i]
-        ordered = _sorted(work, size, 64, scratch, tally)  # the sketching's own sort: numpy's took seconds to compile
-        for i in range(size):
-            if i and ordered[i] == ordered[i - 1]:
-                counts[n - 1] += 1
-            else:
-                distinct[n] = ordered[i]
-                counts[n] = 1
-                n += 1
-                lengths[t] += 1
-    return distinct[:n], counts[:n], lengths
+        out, after = _append_distinct(work, size, 64, scratch, tally, out, used, True)
+        lengths[t] = (after - used) // 2
+        used = after
+    return out[:used], lengths
 
 
 def distinct_counted(values: np.ndarray, lengths: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """_distinct_counted of values, lengths[t] of them text t's."""
+    """Each text's distinct values (lengths[t] of values are text t's), sorted, how often each occurs, and how many
+    each text has: hashing.distinct_first_counts of every text at once."""
     bounds = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=bounds[1:])
-    return _distinct_counted(np.ascontiguousarray(values, np.uint64), bounds)
+    pairs, each = _distinct_counted(np.ascontiguousarray(values, np.uint64), bounds)
+    return pairs[0::2], pairs[1::2].astype(np.int64), each
 
 
 def chinese_hashes(words: list[str]) -> np.ndarray:

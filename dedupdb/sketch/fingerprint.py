@@ -204,9 +204,8 @@ class Sketcher:
         hashes = fast.chinese_hashes(list(chain.from_iterable(words)))
         # Each text's distinct words, sorted, with their counts: distinct_first_counts of each at once.
         features, counts, lengths = fast.distinct_counted(hashes, [len(w) for w in words])
-        owners = np.repeat(np.arange(len(chosen)), lengths)
         enough = lengths >= minimum
-        taken = enough[owners]
+        taken = np.repeat(enough, lengths)
         features = features[taken]
         values = fast.simhashes(features, counts[taken] * chinese_idf(features), lengths[enough].tolist(),
                                 simhash_fingerprint)
