@@ -397,3 +397,35 @@ def _permutations(settings: Settings):
     minhasher = Sketcher(settings).minhasher
     return minhasher.multipliers, minhasher.offsets
 
+
+
+@pytest.mark.parametrize("settings", [Settings(), OTHER_SETTINGS])
+def test_compiled_index_keys_are_numpys(monkeypatch, settings):
+    """indexer.index_rows in a process with the compiled sketching loaded (fastsketch.index_keys) gives numpy's
+    rows, key for key and in the same order: texts with and without a SimHash, a text with no shingles, one text
+    alone, none; and for the super-shingles preset, which keeps numpy's path."""
+    from dedupdb.index import indexer
+    from dedupdb.index.lsh import Banding, SuperShingles, optimal_banding
+    from dedupdb.sketch.fingerprint import Fingerprinter
+
+    rng = np.random.default_rng(11)
+    words = [f"w{i}" for i in range(400)]
+    texts = [" ".join(rng.choice(words, int(n))) for n in rng.integers(3, 300, 60)] + [normalize(t) for t in EDGE_CASES]
+    fingerprints = dict(zip(range(5, 5 + 3 * len(texts), 3), Fingerprinter(settings).texts(texts)))
+    assert any(fp.simhash is None for fp in fingerprints.values())
+    assert any(fp.simhash is not None for fp in fingerprints.values())
+    assert any(fp.shingles == 0 for fp in fingerprints.values())
+    banding = optimal_banding(settings.threshold, settings.num_perm)
+    calls = []
+    real = fastsketch.index_keys
+    monkeypatch.setattr(fastsketch, "index_keys", lambda *a: calls.append(1) or real(*a))
+    for scheme in (banding, Banding(7, 3), SuperShingles(4, 8, 2)):
+        for chosen in (fingerprints, dict([next(iter(fingerprints.items()))]), {}):
+            monkeypatch.setattr(indexer, "_compiled_sketching", lambda: fastsketch)
+            ids, keys = indexer.index_rows(settings, scheme, chosen)
+            monkeypatch.setattr(indexer, "_compiled_sketching", lambda: None)
+            expected_ids, expected_keys = indexer.index_rows(settings, scheme, chosen)
+            assert ids.dtype == expected_ids.dtype and keys.dtype == expected_keys.dtype
+            assert np.array_equal(ids, expected_ids) and np.array_equal(keys, expected_keys)
+            assert len(keys) or not chosen
+    assert len(calls) == 6  # the two bandings took the compiled path; super-shingles did not

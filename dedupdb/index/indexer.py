@@ -6,8 +6,10 @@ whole or not at all.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -15,9 +17,9 @@ from dedupdb import compiled
 from dedupdb.config import SNIPPET_CHARS, Settings
 from dedupdb.index.clusters import components, dense_components
 from dedupdb.index.containment import ContainmentIndex
-from dedupdb.index.lsh import KEY_HOLDERS_COMPARED, Candidates, candidate_keys
+from dedupdb.index.lsh import BAND_MULT, BAND_OFFSET, KEY_HOLDERS_COMPARED, Banding, Candidates, candidate_keys
 from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch, kept_signatures
-from dedupdb.sketch.simhash import block_key_matrix
+from dedupdb.sketch.simhash import block_key_matrix, block_masks
 from dedupdb.sketch.verify import PairJudge, Signature, SketchTable
 from dedupdb.storage import decoding
 from dedupdb.storage.entries import INDEX_KEY_BITS
@@ -30,6 +32,7 @@ from dedupdb.text.hashing import (
     distinct_of_sorted,
     ranges,
     run_starts,
+    slot_mixes,
     spans,
     to_unsigned64,
 )
@@ -354,20 +357,39 @@ def index_rows(settings: Settings, scheme: Candidates, fingerprints: dict[int, F
     preset, one per pair of super-shingles) for a text with shingles, one per SimHash block pair for a text
     with a SimHash; each key hashes its slot with the value in it. Two contents are candidates when they share
     a key: in a store (Indexer) or in a scale-out job's shuffle alike."""
-    ids, keys = [np.empty(0, np.int64)], [np.empty(0, np.uint64)]
     with_shingles = [cid for cid, fp in fingerprints.items() if fp.shingles]
-    if with_shingles:
-        signatures = np.stack([fingerprints[c].minhash for c in with_shingles])
+    with_simhash = [cid for cid, fp in fingerprints.items() if fp.simhash is not None]
+    signatures = np.stack([fingerprints[c].minhash for c in with_shingles]) if with_shingles else None
+    simhashes = np.array([fingerprints[c].simhash for c in with_simhash], dtype=np.uint64)
+    fast = _compiled_sketching()
+    if fast is not None and isinstance(scheme, Banding) and (signatures is None or signatures.dtype == np.uint16):
+        masks = block_masks(settings.simhash_distance)
+        keys = fast.index_keys(np.empty((0, scheme.bands * scheme.rows), np.uint16) if signatures is None else signatures,
+                               scheme.rows, BAND_OFFSET, BAND_MULT, slot_mixes(0, scheme.bands), simhashes, masks,
+                               slot_mixes(SIMHASH_SLOTS, len(masks)), INDEX_KEY_BITS)
+        ids = np.concatenate((np.repeat(np.asarray(with_shingles, np.int64), scheme.bands),
+                              np.repeat(np.asarray(with_simhash, np.int64), len(masks))))
+        return ids, keys
+    ids, keys = [np.empty(0, np.int64)], [np.empty(0, np.uint64)]
+    if signatures is not None:
         matrix = candidate_keys(signatures, scheme).view(np.uint64)
         ids.append(np.repeat(np.asarray(with_shingles, np.int64), matrix.shape[1]))
         keys.append(column_slot_hash(matrix, 0, INDEX_KEY_BITS).ravel())
-    with_simhash = [cid for cid, fp in fingerprints.items() if fp.simhash is not None]
     if with_simhash:
-        values = np.array([fingerprints[c].simhash for c in with_simhash], dtype=np.uint64)
-        matrix = block_key_matrix(values, settings.simhash_distance)
+        matrix = block_key_matrix(simhashes, settings.simhash_distance)
         ids.append(np.repeat(np.asarray(with_simhash, np.int64), matrix.shape[1]))
         keys.append(column_slot_hash(matrix, SIMHASH_SLOTS, INDEX_KEY_BITS).ravel())
     return np.concatenate(ids), np.concatenate(keys)
+
+
+def _compiled_sketching() -> ModuleType | None:
+    """The compiled sketching where this process has loaded it (an add's writing process, a worker, a process
+    answering queries once it loaded it aside), else None: index keys alone are not worth loading numba for."""
+    if "dedupdb.sketch.fastsketch" not in sys.modules or not compiled.at_hand():
+        return None
+    from dedupdb.sketch import fastsketch
+
+    return fastsketch
 
 
 def _unsigned(value: int | None) -> int | None:

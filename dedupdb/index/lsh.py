@@ -23,8 +23,8 @@ from dedupdb.text.hashing import fmix64
 # group.
 KEY_HOLDERS_COMPARED = 256
 
-_BAND_MULT = np.uint64(0x100000001B3)  # FNV-1a 64-bit prime
-_BAND_OFFSET = np.uint64(0xCBF29CE484222325)
+BAND_MULT = np.uint64(0x100000001B3)  # FNV-1a 64-bit prime
+BAND_OFFSET = np.uint64(0xCBF29CE484222325)
 
 
 @dataclass(frozen=True)
@@ -78,10 +78,10 @@ def band_keys(signatures: NDArray[np.uint32], banding: Banding) -> NDArray[np.in
     count = signatures.shape[0]
     used = signatures[:, : banding.bands * banding.rows].astype(np.uint64)
     grouped = used.reshape(count, banding.bands, banding.rows)
-    acc = np.full((count, banding.bands), _BAND_OFFSET, dtype=np.uint64)
+    acc = np.full((count, banding.bands), BAND_OFFSET, dtype=np.uint64)
     for row in range(banding.rows):
         acc ^= grouped[:, :, row]
-        acc *= _BAND_MULT
+        acc *= BAND_MULT
     return fmix64(acc).view(np.int64)
 
 
@@ -135,10 +135,10 @@ def super_shingle_keys(signatures: NDArray[np.uint32], scheme: SuperShingles) ->
     shingles = band_keys(signatures, Banding(scheme.groups, scheme.rows)).view(np.uint64)
     columns = []
     for subset in itertools.combinations(range(scheme.groups), scheme.match):
-        acc = np.full(signatures.shape[0], _BAND_OFFSET, dtype=np.uint64)
+        acc = np.full(signatures.shape[0], BAND_OFFSET, dtype=np.uint64)
         for group in subset:
             acc ^= shingles[:, group]
-            acc *= _BAND_MULT
+            acc *= BAND_MULT
         columns.append(fmix64(acc))
     return np.stack(columns, axis=1).view(np.int64)
 

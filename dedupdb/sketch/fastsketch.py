@@ -724,3 +724,53 @@ def simhashes(feature_hashes: np.ndarray, weights: np.ndarray, lengths: list[int
         else:
             out[text] = fingerprints(features[start:end], weights[start:end], [end - start])[0]
     return out
+
+
+# --- index keys ------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _fmix(x):
+    x ^= x >> _S33
+    x *= _C1
+    x ^= x >> _S33
+    x *= _C2
+    x ^= x >> _S33
+    return x
+
+
+_given_u64s = types.Array(types.uint64, 1, "C", readonly=True)  # taking a process's cached masks, which are read-only
+
+
+@_jit(_u64s(types.Array(types.uint16, 2, "C", readonly=True), _i64, _u64, _u64, _given_u64s, _given_u64s, _given_u64s,
+            _given_u64s, _u64))
+def _index_keys(signatures, rows, offset, multiplier, band_mixes, simhashes, masks, simhash_mixes, shift):
+    bands = band_mixes.shape[0]
+    keys = np.empty(signatures.shape[0] * bands + simhashes.shape[0] * masks.shape[0], np.uint64)
+    k = 0
+    for i in range(signatures.shape[0]):
+        for band in range(bands):
+            acc = offset
+            for row in range(band * rows, (band + 1) * rows):
+                acc ^= np.uint64(signatures[i, row])
+                acc *= multiplier
+            keys[k] = _fmix(_fmix(acc) ^ band_mixes[band]) >> shift
+            k += 1
+    for i in range(simhashes.shape[0]):
+        for m in range(masks.shape[0]):
+            keys[k] = _fmix((simhashes[i] & masks[m]) ^ simhash_mixes[m]) >> shift
+            k += 1
+    return keys
+
+
+def index_keys(signatures: np.ndarray, rows: int, offset: int, multiplier: int, band_mixes: np.ndarray,
+               simhashes: np.ndarray, masks: np.ndarray, simhash_mixes: np.ndarray, bits: int) -> np.ndarray:
+    """The keys of indexer.index_rows for LSH bands, the same keys in the same order, in one pass: each signature's
+    band keys (band b hashes its values from b * rows on, FNV-1a from offset, then is mixed with band_mixes[b]),
+    then each SimHash's block keys (masks[m] of it, mixed with simhash_mixes[m]), every key's top bits. numpy's
+    dozen array operations took 38 microseconds for a query's sixty keys, and a tenth of a second for a batch of
+    16,384 texts."""
+    return _index_keys(np.ascontiguousarray(signatures, np.uint16), int(rows), np.uint64(offset),
+                       np.uint64(multiplier), np.ascontiguousarray(band_mixes, np.uint64),
+                       np.ascontiguousarray(simhashes, np.uint64), np.ascontiguousarray(masks, np.uint64),
+                       np.ascontiguousarray(simhash_mixes, np.uint64), np.uint64(64 - bits))

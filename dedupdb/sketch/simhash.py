@@ -91,11 +91,12 @@ def block_keys(value: int, distance: int) -> list[int]:
 
 def block_key_matrix(values: NDArray[np.uint64], distance: int) -> NDArray[np.uint64]:
     """block_keys of many fingerprints at once, unsigned: row i holds the keys of values[i]."""
-    return np.asarray(values, dtype=np.uint64)[:, None] & _mask_array(distance)[None, :]
+    return np.asarray(values, dtype=np.uint64)[:, None] & block_masks(distance)[None, :]
 
 
 @lru_cache(maxsize=16)
-def _mask_array(distance: int) -> NDArray[np.uint64]:
+def block_masks(distance: int) -> NDArray[np.uint64]:
+    """The masks of _key_masks as one array, made once a process."""
     masks = np.array(_key_masks(distance), dtype=np.uint64)
     masks.flags.writeable = False
     return masks

@@ -33,11 +33,12 @@ def column_slot_hash(keys: np.ndarray, first_slot: int, bits: int) -> np.ndarray
     """A bits-wide hash of each (slot, key) of a matrix of keys (uint64) whose column j is slot first_slot + j:
     fmix64(key ^ fmix64((slot + 1) * _SLOT_MULT)), its top bits; uint64 out. The slots' mixes are made once a
     process (a query's keys are some sixty, where making them was a fifth of the work)."""
-    return fmix64(np.asarray(keys, dtype=np.uint64) ^ _slot_mixes(first_slot, keys.shape[1])) >> np.uint64(64 - bits)
+    return fmix64(np.asarray(keys, dtype=np.uint64) ^ slot_mixes(first_slot, keys.shape[1])) >> np.uint64(64 - bits)
 
 
 @lru_cache(maxsize=16)
-def _slot_mixes(first_slot: int, count: int) -> np.ndarray:
+def slot_mixes(first_slot: int, count: int) -> np.ndarray:
+    """fmix64 of each slot's number (from first_slot on), what column_slot_hash mixes a key of that slot with."""
     mixes = fmix64((np.arange(first_slot, first_slot + count, dtype=np.uint64) + np.uint64(1)) * _SLOT_MULT)
     mixes.flags.writeable = False
     return mixes
