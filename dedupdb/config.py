@@ -57,10 +57,26 @@ def default_db_path() -> Path:
 
 
 def cache_dir() -> Path:
-    """Where jieba keeps its dictionary cache (never the working directory)."""
+    """Where tables derived from installed data are kept (keep_table), and jieba its dictionary cache (never the
+    working directory)."""
     import platformdirs
 
     return Path(platformdirs.user_cache_dir(APP_NAME))
+
+
+def keep_table(path: Path, table) -> None:
+    """Write a table derived from installed data (a numpy array) to the cache folder, whole or not at all (another
+    process may be reading it)."""
+    import numpy as np
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with open(partial, "wb") as f:
+            np.save(f, table, allow_pickle=False)
+        os.replace(partial, path)
+    except OSError:
+        pass  # a cache that cannot be written: the table is derived again next time
 
 
 @dataclass(frozen=True)

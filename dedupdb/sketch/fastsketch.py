@@ -12,12 +12,16 @@ Compiled code is cached on disk (jit.py), so only the first run on a machine pay
 from __future__ import annotations
 
 import re
+import sys
+import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
+import xxhash
 
+from dedupdb.config import cache_dir, keep_table
 from dedupdb.jit import njit, types
 from dedupdb.sketch.simhash import fingerprints
 from dedupdb.text.hashing import FMIX_C1, FMIX_C2
@@ -59,17 +63,42 @@ _BUCKET_BITS = DF_BUCKETS.bit_length() - 1
 _BUCKET_MASK = np.uint64(DF_BUCKETS - 1)
 
 
+_CLASS_PATTERNS = ((rf"[^\W\d{CJK}]+", _WORD), (rf"[^\W\D{CJK}]+", _DIGIT), (rf"[{CJK}]+", _CJK_CHAR))
+
+
 @lru_cache(maxsize=1)
 def char_classes() -> np.ndarray:
     """The class of every code point (uint8), from the same character sets as tokens._TOKEN, matched by this
-    Python's `re`, so the table follows its Unicode data."""
+    Python's `re`, so the table follows its Unicode data. Kept in the cache folder under a name that says which
+    Python made it and from which sets: matching every code point took a tenth of a second, before the first batch
+    of every process that sketches (an add's workers, a batch query's)."""
+    stamp = xxhash.xxh64_hexdigest(repr((sys.version, unicodedata.unidata_version, _CLASS_PATTERNS)).encode())
+    path = cache_dir() / f"char-classes-{stamp}.npy"
+    try:
+        table = np.load(path, allow_pickle=False)
+        if table.dtype == np.uint8 and table.shape == (_UNICODE,) and _classes_look_right(table):
+            return table
+    except (OSError, ValueError):
+        pass
+    table = _matched_classes()
+    keep_table(path, table)
+    return table
+
+
+def _matched_classes() -> np.ndarray:
     table = np.zeros(_UNICODE, np.uint8)
     every = np.arange(_UNICODE, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
     # The CJK ranges (unassigned code points in them too) are kept out of the other classes, as in _TOKEN.
-    for pattern, cls in ((rf"[^\W\d{CJK}]+", _WORD), (rf"[^\W\D{CJK}]+", _DIGIT), (rf"[{CJK}]+", _CJK_CHAR)):
+    for pattern, cls in _CLASS_PATTERNS:
         for match in re.finditer(pattern, every):
             table[match.start() : match.end()] = cls
     return table
+
+
+def _classes_look_right(table: np.ndarray) -> bool:
+    """A few code points of each class where they belong: a table read back is not another file's bytes."""
+    return bool(table[ord("a")] == _WORD and table[ord("5")] == _DIGIT and table[0x4E2D] == _CJK_CHAR
+                and table[ord(" ")] == _OTHER and table[0x00E9] == _WORD)
 
 
 # --- kernels --------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ buckets, is what stores of algorithm version 3 weighed them by; a scale-out job 
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from functools import lru_cache
@@ -110,7 +109,7 @@ def _chinese_table() -> tuple[NDArray[np.uint64], NDArray[np.float64], float]:
     or derived from jieba's file (under a second, once a machine) and kept there."""
     from importlib.metadata import version
 
-    from dedupdb.config import cache_dir
+    from dedupdb.config import cache_dir, keep_table
 
     path = cache_dir() / f"jieba-idf-{_CHINESE_TABLE_VERSION}-jieba-{version('jieba')}.npy"
     try:
@@ -119,7 +118,7 @@ def _chinese_table() -> tuple[NDArray[np.uint64], NDArray[np.float64], float]:
     except (OSError, ValueError, KeyError):
         table = _derived_chinese_table()
         keys, values = table["hash"], table["idf"]
-        _keep(path, table)
+        keep_table(path, table)
     return keys, values, float(np.sort(values)[len(values) // 2]) if len(values) else 0.0
 
 
@@ -133,18 +132,6 @@ def _derived_chinese_table() -> np.ndarray:
     table = np.empty(len(words), [("hash", "<u8"), ("idf", "<f8")])
     table["hash"], table["idf"] = hashes[order], np.fromiter(words.values(), np.float64, len(words))[order]
     return table
-
-
-def _keep(path: Path, table: np.ndarray) -> None:
-    """Write a derived table to the cache folder, whole or not at all (another process may be reading it)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        with open(partial, "wb") as f:
-            np.save(f, table, allow_pickle=False)
-        os.replace(partial, path)
-    except OSError:
-        pass  # a cache that cannot be written: the table is derived again next time
 
 
 # --- words other than Chinese: a fixed table -----------------------------------------------------------------------
@@ -195,7 +182,7 @@ def _word_table() -> tuple[NDArray[np.uint64], NDArray[np.float64]]:
     """(sorted token hashes, their weights): the table shipped for the pyspellchecker installed, else one read from
     the cache folder, or derived from the lists (a second or two, once a machine) and kept there. Loaded when a
     text first needs it: a query too short for SimHash never does."""
-    from dedupdb.config import cache_dir
+    from dedupdb.config import cache_dir, keep_table
 
     name = word_table_name()
     for path in (SHIPPED_TABLES / name, cache_dir() / name):
@@ -205,7 +192,7 @@ def _word_table() -> tuple[NDArray[np.uint64], NDArray[np.float64]]:
         except (OSError, ValueError, KeyError):
             pass
     table = _derived_table()
-    _keep(cache_dir() / name, table)
+    keep_table(cache_dir() / name, table)
     return table["hash"].copy(), table["weight"].copy()
 
 
