@@ -238,8 +238,8 @@ def test_an_add_that_awaited_the_compiled_code_takes_it_once_it_is_there(monkeyp
 
 
 def test_a_large_batch_query_loads_the_compiled_code_before_it_forks(tmp_path):
-    """query_many of more texts than a batch loads numba and the compiled sketching before its workers are forked,
-    as a large add does: they share them. Answers as query() gives them."""
+    """query_many of more texts than a batch loads numba and the compiled sketching and decoding before its workers
+    are forked, as a large add does: they share them. Answers as query() gives them."""
     import subprocess
     import sys
 
@@ -252,12 +252,12 @@ def test_a_large_batch_query_loads_the_compiled_code_before_it_forks(tmp_path):
         "import sys, dedupdb; db = dedupdb.open(sys.argv[1], create=False); "
         "texts = [sys.argv[2] + ' 1', sys.argv[3]] * 2100; "
         "answers = list(db.query_many(iter(texts), workers=1)); "
-        "loaded = 'numba' in sys.modules, 'dedupdb.sketch.fastsketch' in sys.modules; "
+        "loaded = [m in sys.modules for m in ('numba', 'dedupdb.sketch.fastsketch', 'dedupdb.storage.fastdecode')]; "
         "print([h.key for h in answers[0].hits] == [h.key for h in db.query(texts[0])] != [], *loaded)"
     )
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "q.db"), ENGLISH, ENGLISH_OTHER],
                           capture_output=True, text=True, timeout=300, check=False)
-    assert done.stdout.split() == ["True"] * 3, done.stderr
+    assert done.stdout.split() == ["True"] * 4, done.stderr
 
 
 _ANSWERING = """if True:

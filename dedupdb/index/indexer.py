@@ -364,9 +364,10 @@ def index_rows(settings: Settings, scheme: Candidates, fingerprints: dict[int, F
     fast = _compiled_sketching()
     if fast is not None and isinstance(scheme, Banding) and (signatures is None or signatures.dtype == np.uint16):
         masks = block_masks(settings.simhash_distance)
-        keys = fast.index_keys(np.empty((0, scheme.bands * scheme.rows), np.uint16) if signatures is None else signatures,
-                               scheme.rows, BAND_OFFSET, BAND_MULT, slot_mixes(0, scheme.bands), simhashes, masks,
-                               slot_mixes(SIMHASH_SLOTS, len(masks)), INDEX_KEY_BITS)
+        if signatures is None:
+            signatures = np.empty((0, scheme.bands * scheme.rows), np.uint16)
+        keys = fast.index_keys(signatures, scheme.rows, BAND_OFFSET, BAND_MULT, slot_mixes(0, scheme.bands), simhashes,
+                               masks, slot_mixes(SIMHASH_SLOTS, len(masks)), INDEX_KEY_BITS)
         ids = np.concatenate((np.repeat(np.asarray(with_shingles, np.int64), scheme.bands),
                               np.repeat(np.asarray(with_simhash, np.int64), len(masks))))
         return ids, keys

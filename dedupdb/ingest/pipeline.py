@@ -54,8 +54,16 @@ from dedupdb.ingest.mail import MAIL_FORMATS, MessageKeys, mail_format, messages
 from dedupdb.ingest.readers import file_decoded
 from dedupdb.ingest.sources import Candidate, Skipped, WalkRules, read_bytes, readable_name, walk
 from dedupdb.ingest.summary import STDIN_NAME, AddSummary, Progress
-from dedupdb.ingest.workers import COMPILE_SOON_BYTES, PendingWork, Work, WorkPool, default_workers, load_numba
-from dedupdb.sketch.fingerprint import Fingerprinter, Sketch, load_compiled, sketch_texts
+from dedupdb.ingest.workers import (
+    COMPILE_SOON_BYTES,
+    PendingWork,
+    Work,
+    WorkPool,
+    default_workers,
+    load_for_workers,
+    load_numba,
+)
+from dedupdb.sketch.fingerprint import Fingerprinter, Sketch, sketch_texts
 from dedupdb.storage.contents import stored_columns
 from dedupdb.storage.rows import FileRow
 from dedupdb.storage.store import Store
@@ -359,7 +367,7 @@ class Ingest:
             self._apply_oldest()
 
     def _start_pool(self) -> None:
-        self._pool = WorkPool(self.indexer.settings, self._workers, load_compiled,
+        self._pool = WorkPool(self.indexer.settings, self._workers, load_for_workers,
                               compile_soon=self._bytes_total >= COMPILE_SOON_BYTES, below_the_writer=True)
         self._awaited = compiled.awaiting()
         # While the workers load the compiled sketching and sketch the first batch (two seconds or more on two
@@ -419,13 +427,13 @@ class Ingest:
         if self._workers > 0 and self._bytes_total >= POOL_AT_ONCE_BYTES:
             # Plainly a large add: the workers start before this process sketches anything, so they are forked
             # small (a process that has sketched Chinese holds its segmenter's dictionary, and every fork a copy), but
-            # with numba and the compiled sketching: loaded here first, their pages are shared with the workers
-            # (75 MiB of PSS a worker against 103 when each loaded its own), and this process verifies and decodes
-            # compiled from its first batch. Not where the compiled code is still to be compiled (the first add
+            # with numba and the compiled sketching and decoding: loaded here first, their pages are shared with the
+            # workers (75 MiB of PSS a worker against 103 when each loaded its own), and this process verifies and
+            # decodes compiled from its first batch. Not where the compiled code is still to be compiled (the first add
             # after an install): all take numpy's paths then.
             if compiled.cached():
                 load_numba()
-                load_compiled()
+                load_for_workers()
             self._start_pool()
         with self.store.grouped_commits(COMMIT_SECONDS):
             try:

@@ -30,8 +30,14 @@ from dedupdb.ingest.records import (
     sniff_encoding,
 )
 from dedupdb.ingest.sources import readable_name
-from dedupdb.ingest.workers import PendingWork, WorkPool, bulk_collections, load_numba
-from dedupdb.sketch.fingerprint import Sketch, load_compiled, queries_runs, sketch_texts
+from dedupdb.ingest.workers import (
+    PendingWork,
+    WorkPool,
+    bulk_collections,
+    load_for_workers,
+    load_numba,
+)
+from dedupdb.sketch.fingerprint import Sketch, queries_runs, sketch_texts
 from dedupdb.text.normalize import normalize_lines
 
 STDIN = "-"
@@ -197,11 +203,11 @@ def _answered_batches(settings, items, workers, here, there, source, progress) -
 
 def _pool(settings: Settings, workers: int) -> WorkPool:
     """The workers of a batch query, which is large (its input, or a second batch). As a large add does: numba and
-    the compiled sketching are loaded before they are forked, so that they share their pages."""
+    the compiled sketching and decoding are loaded before they are forked, so that they share their pages."""
     if compiled.cached():
         load_numba()
-        load_compiled()
-    return WorkPool(settings, workers, load_compiled)
+        load_for_workers()
+    return WorkPool(settings, workers, load_for_workers)
 
 
 def _reported(chunk: list[QueryText], answers: list, progress) -> list:

@@ -294,6 +294,20 @@ def load_numba() -> None:
         pass
 
 
+def load_for_workers() -> bool:
+    """Load what workers run compiled: the sketching, and the decoding that codes their sketches and reads a store's
+    blocks (fastdecode.py). Called before they are forked, so that they share its pages (a worker that loaded the
+    decoding itself spent a tenth of a second on it before its first batch), and as each starts, where it then
+    finds everything loaded. Returns whether the sketching could be loaded."""
+    from dedupdb.sketch.fingerprint import load_compiled
+    from dedupdb.storage import decoding
+
+    if not load_compiled():
+        return False
+    decoding.decoder()
+    return True
+
+
 def _started(settings: Settings, items: list) -> list:
     """The pool's first task: submitted as it is made, so that its workers are forked (and warm up) at once."""
     return items
