@@ -263,6 +263,17 @@ def _tokenize(data, start, end, table, drop_rt, out, chars):
     return m, cjk, n
 
 
+@njit(cache=True, inline="always")
+def _fmix(x):
+    """hashing.fmix64 of one value."""
+    x ^= x >> _S33
+    x *= _C1
+    x ^= x >> _S33
+    x *= _C2
+    x ^= x >> _S33
+    return x
+
+
 @_jit(_i64(_u64s, _i64, _i64, _u64s))
 def _grams(hashes, m, n, out):
     """tokens.shingle_hashes of hashes[:m] (m > 0) into out, as uint64: returns how many."""
@@ -272,12 +283,7 @@ def _grams(hashes, m, n, out):
         acc = hashes[p]
         for j in range(1, n):
             acc = (acc * _MULT) ^ hashes[p + j]
-        acc ^= acc >> _S33
-        acc *= _C1
-        acc ^= acc >> _S33
-        acc *= _C2
-        acc ^= acc >> _S33
-        out[p] = acc >> _S32
+        out[p] = _fmix(acc) >> _S32
     return width
 
 
@@ -756,16 +762,6 @@ def simhashes(feature_hashes: np.ndarray, weights: np.ndarray, lengths: list[int
 
 
 # --- index keys ------------------------------------------------------------------------------------------------
-
-
-@njit(cache=True, inline="always")
-def _fmix(x):
-    x ^= x >> _S33
-    x *= _C1
-    x ^= x >> _S33
-    x *= _C2
-    x ^= x >> _S33
-    return x
 
 
 _given_u64s = types.Array(types.uint64, 1, "C", readonly=True)  # taking a process's cached masks, which are read-only
