@@ -64,6 +64,11 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir(APP_NAME))
 
 
+# What reading a kept table may raise when the file is not one (empty, cut short, another's bytes): the table is then
+# derived again, never the add or query it serves made to fail.
+UNREADABLE_TABLE = (OSError, ValueError, EOFError, KeyError)
+
+
 def keep_table(path: Path, table) -> None:
     """Write a table derived from installed data (a numpy array) to the cache folder, whole or not at all (another
     process may be reading it)."""

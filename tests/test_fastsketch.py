@@ -433,7 +433,7 @@ def test_compiled_index_keys_are_numpys(monkeypatch, settings):
 
 def test_code_point_classes_are_kept_and_checked(monkeypatch):
     """The classes of every code point are kept in the cache folder and read back, not matched again; a file there
-    that is not a whole table of them (cut short, or another table's bytes) is matched again and replaced."""
+    that is not a whole table of them (cut short, empty, or another table's bytes) is matched again and replaced."""
     from dedupdb.config import cache_dir
 
     fastsketch.char_classes.cache_clear()
@@ -446,12 +446,12 @@ def test_code_point_classes_are_kept_and_checked(monkeypatch):
         monkeypatch.setattr(fastsketch, "_matched_classes", lambda: calls.append(1) or matched.copy())
         fastsketch.char_classes.cache_clear()
         assert np.array_equal(fastsketch.char_classes(), matched) and not calls
-        for damage in (lambda path: path.write_bytes(path.read_bytes()[:1000]),
+        for damage in (lambda path: path.write_bytes(path.read_bytes()[:1000]), lambda path: path.write_bytes(b""),
                        lambda path: np.save(path, np.zeros_like(matched))):
             damage(kept[0])
             fastsketch.char_classes.cache_clear()
             assert np.array_equal(fastsketch.char_classes(), matched)
             assert np.array_equal(np.load(kept[0]), matched)  # replaced
-        assert len(calls) == 2
+        assert len(calls) == 3
     finally:
         fastsketch.char_classes.cache_clear()

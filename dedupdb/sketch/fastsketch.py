@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 import xxhash
 
-from dedupdb.config import cache_dir, keep_table
+from dedupdb.config import UNREADABLE_TABLE, cache_dir, keep_table
 from dedupdb.jit import njit, types
 from dedupdb.sketch.simhash import fingerprints
 from dedupdb.text.hashing import FMIX_C1, FMIX_C2
@@ -78,7 +78,7 @@ def char_classes() -> np.ndarray:
         table = np.load(path, allow_pickle=False)
         if table.dtype == np.uint8 and table.shape == (_UNICODE,) and _classes_look_right(table):
             return table
-    except (OSError, ValueError):
+    except UNREADABLE_TABLE:
         pass
     table = _matched_classes()
     keep_table(path, table)

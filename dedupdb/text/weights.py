@@ -109,13 +109,13 @@ def _chinese_table() -> tuple[NDArray[np.uint64], NDArray[np.float64], float]:
     or derived from jieba's file (under a second, once a machine) and kept there."""
     from importlib.metadata import version
 
-    from dedupdb.config import cache_dir, keep_table
+    from dedupdb.config import UNREADABLE_TABLE, cache_dir, keep_table
 
     path = cache_dir() / f"jieba-idf-{_CHINESE_TABLE_VERSION}-jieba-{version('jieba')}.npy"
     try:
         table = np.load(path, allow_pickle=False)
         keys, values = table["hash"].copy(), table["idf"].copy()
-    except (OSError, ValueError, KeyError):
+    except UNREADABLE_TABLE:
         table = _derived_chinese_table()
         keys, values = table["hash"], table["idf"]
         keep_table(path, table)
@@ -182,14 +182,14 @@ def _word_table() -> tuple[NDArray[np.uint64], NDArray[np.float64]]:
     """(sorted token hashes, their weights): the table shipped for the pyspellchecker installed, else one read from
     the cache folder, or derived from the lists (a second or two, once a machine) and kept there. Loaded when a
     text first needs it: a query too short for SimHash never does."""
-    from dedupdb.config import cache_dir, keep_table
+    from dedupdb.config import UNREADABLE_TABLE, cache_dir, keep_table
 
     name = word_table_name()
     for path in (SHIPPED_TABLES / name, cache_dir() / name):
         try:
             table = np.load(path, allow_pickle=False)
             return table["hash"].copy(), table["weight"].copy()
-        except (OSError, ValueError, KeyError):
+        except UNREADABLE_TABLE:
             pass
     table = _derived_table()
     keep_table(cache_dir() / name, table)
