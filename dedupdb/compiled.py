@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 
 import xxhash
 
@@ -101,6 +102,12 @@ def at_hand() -> bool:
     """Whether this process may take compiled code without paying for numba's start-up: numba is loaded already,
     and this process is not waiting for the compiled code."""
     return "numba" in sys.modules and not waiting()
+
+
+def loaded(module: str) -> ModuleType | None:
+    """The compiled module of that name (its full name) where this process has loaded it already and may take it
+    (at_hand), else None: for work too small to be worth loading numba for."""
+    return sys.modules.get(module) if at_hand() else None
 
 
 def waiting() -> bool:

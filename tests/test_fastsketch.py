@@ -404,6 +404,7 @@ def test_compiled_index_keys_are_numpys(monkeypatch, settings):
     """indexer.index_rows in a process with the compiled sketching loaded (fastsketch.index_keys) gives numpy's
     rows, key for key and in the same order: texts with and without a SimHash, a text with no shingles, one text
     alone, none; and for the super-shingles preset, which keeps numpy's path."""
+    from dedupdb import compiled
     from dedupdb.index import indexer
     from dedupdb.index.lsh import Banding, SuperShingles, optimal_banding
     from dedupdb.sketch.fingerprint import Fingerprinter
@@ -421,9 +422,9 @@ def test_compiled_index_keys_are_numpys(monkeypatch, settings):
     monkeypatch.setattr(fastsketch, "index_keys", lambda *a: calls.append(1) or real(*a))
     for scheme in (banding, Banding(7, 3), SuperShingles(4, 8, 2)):
         for chosen in (fingerprints, dict([next(iter(fingerprints.items()))]), {}):
-            monkeypatch.setattr(indexer, "_compiled_sketching", lambda: fastsketch)
+            monkeypatch.setattr(compiled, "loaded", lambda name: fastsketch)
             ids, keys = indexer.index_rows(settings, scheme, chosen)
-            monkeypatch.setattr(indexer, "_compiled_sketching", lambda: None)
+            monkeypatch.setattr(compiled, "loaded", lambda name: None)
             expected_ids, expected_keys = indexer.index_rows(settings, scheme, chosen)
             assert ids.dtype == expected_ids.dtype and keys.dtype == expected_keys.dtype
             assert np.array_equal(ids, expected_ids) and np.array_equal(keys, expected_keys)

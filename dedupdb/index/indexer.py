@@ -6,10 +6,8 @@ whole or not at all.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from dataclasses import dataclass
-from types import ModuleType
 
 import numpy as np
 
@@ -361,7 +359,7 @@ def index_rows(settings: Settings, scheme: Candidates, fingerprints: dict[int, F
     with_simhash = [cid for cid, fp in fingerprints.items() if fp.simhash is not None]
     signatures = np.stack([fingerprints[c].minhash for c in with_shingles]) if with_shingles else None
     simhashes = np.array([fingerprints[c].simhash for c in with_simhash], dtype=np.uint64)
-    fast = _compiled_sketching()
+    fast = compiled.loaded("dedupdb.sketch.fastsketch")  # index keys alone are not worth loading numba for
     if fast is not None and isinstance(scheme, Banding) and (signatures is None or signatures.dtype == np.uint16):
         masks = block_masks(settings.simhash_distance)
         if signatures is None:
@@ -381,16 +379,6 @@ def index_rows(settings: Settings, scheme: Candidates, fingerprints: dict[int, F
         ids.append(np.repeat(np.asarray(with_simhash, np.int64), matrix.shape[1]))
         keys.append(column_slot_hash(matrix, SIMHASH_SLOTS, INDEX_KEY_BITS).ravel())
     return np.concatenate(ids), np.concatenate(keys)
-
-
-def _compiled_sketching() -> ModuleType | None:
-    """The compiled sketching where this process has loaded it (an add's writing process, a worker, a process
-    answering queries once it loaded it aside), else None: index keys alone are not worth loading numba for."""
-    if "dedupdb.sketch.fastsketch" not in sys.modules or not compiled.at_hand():
-        return None
-    from dedupdb.sketch import fastsketch
-
-    return fastsketch
 
 
 def _unsigned(value: int | None) -> int | None:

@@ -200,7 +200,7 @@ def compiled_for_queries() -> None:
         return
     if compiled.awaiting():  # a compile under way: looked for again at a later query
         return
-    if "dedupdb.sketch.fastsketch" in sys.modules and compiled.at_hand():
+    if compiled.loaded("dedupdb.sketch.fastsketch") is not None:
         return  # loaded already (an add or a batch in this process)
     if not compiled.cached():
         compile_detached(compile_everything)
