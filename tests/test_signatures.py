@@ -6,10 +6,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dedupdb.text.hashing import to_signed64, to_unsigned64
+from dedupdb.index import lsh
 from dedupdb.index.lsh import Banding, band_keys, optimal_banding
 from dedupdb.sketch.minhash import MinHasher, bottom_k, estimate_jaccard, sketch_jaccard
 from dedupdb.sketch.simhash import block_keys, block_layout, fingerprint, hamming
@@ -185,6 +187,32 @@ def test_banding_is_sane(threshold, num_perm):
 def test_banding_rows_grow_with_threshold():
     rows = [optimal_banding(t, 128).rows for t in (0.3, 0.5, 0.7, 0.9)]
     assert rows == sorted(rows) and rows[0] < rows[-1]
+
+
+def _banding_one_shape_at_a_time(threshold, num_perm, fp_weight, fn_weight):
+    """optimal_banding as it was first written: each shape's areas measured alone, in order."""
+    def area(f, lo, hi):
+        x = np.linspace(lo, hi, 512)
+        y = f(x)
+        return float(np.sum((y[1:] + y[:-1]) * np.diff(x)) / 2.0)
+
+    best, best_error = Banding(1, num_perm), float("inf")
+    for bands in range(1, num_perm + 1):
+        for rows in range(1, num_perm // bands + 1):
+            banding = Banding(bands, rows)
+            error = (fp_weight * area(banding.probability, 0.0, threshold)
+                     + fn_weight * area(lambda s: 1.0 - banding.probability(s), threshold, 1.0))
+            if error < best_error - 1e-12:
+                best, best_error = banding, error
+    return best
+
+
+@pytest.mark.parametrize("num_perm", [16, 100, 128, 256])
+def test_banding_scored_in_arrays_is_the_banding_scored_one_at_a_time(num_perm):
+    for threshold in (0.1, 0.35, 0.5, 0.8, 0.95):
+        for weights in ((lsh.FALSE_POSITIVE_WEIGHT, lsh.FALSE_NEGATIVE_WEIGHT), (0.5, 0.5)):
+            expected = _banding_one_shape_at_a_time(threshold, num_perm, *weights)
+            assert optimal_banding(threshold, num_perm, *weights) == expected
 
 
 def test_band_keys_agree_only_where_bands_agree():
