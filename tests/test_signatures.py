@@ -201,7 +201,7 @@ def _banding_one_shape_at_a_time(threshold, num_perm, fp_weight, fn_weight):
         for rows in range(1, num_perm // bands + 1):
             banding = Banding(bands, rows)
             error = (fp_weight * area(banding.probability, 0.0, threshold)
-                     + fn_weight * area(lambda s: 1.0 - banding.probability(s), threshold, 1.0))
+                     + fn_weight * area(lambda s, shape=banding: 1.0 - shape.probability(s), threshold, 1.0))
             if error < best_error - 1e-12:
                 best, best_error = banding, error
     return best
