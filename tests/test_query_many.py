@@ -92,22 +92,28 @@ def test_query_many_equals_single_queries(store, monkeypatch, options, candidate
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_query_many_in_worker_processes(store, monkeypatch, workers):
-    """The workers answer every batch, each a part of it, from their own read of the store, and the answers are
-    query()'s, in order."""
+    """The workers answer every batch from their own read of the store, and the answers are query()'s, in order.
+    The first two batches are shared out among them; a third proves the input long, and the batches from it on go
+    out whole (a batch's lookups cost much the same for part of it), but for the last, shared out again."""
     monkeypatch.setattr(querying, "QUERY_BATCH", 80)
     events = []
     answer_here, submit = dedupdb.Database._answer_here, querying.WorkPool.submit
     monkeypatch.setattr(dedupdb.Database, "_answer_here",
                         lambda self, items, *a, **k: events.append(("here", len(items))) or answer_here(self, items, *a, **k))
     monkeypatch.setattr(querying.WorkPool, "submit",
-                        lambda self, work, items, **k: events.append(("workers", len(items))) or submit(self, work, items, **k))
+                        lambda self, work, items, **k: events.append(("workers", len(items), k["spread"]))
+                        or submit(self, work, items, **k))
     texts = (_queries() * 12)[:250]
     with dedupdb.open(store) as db:
         results = list(db.query_many(texts, workers=workers))
         # A second batch starts the workers, and they take the first too (their own calls are counted in their
         # copies of this list); one batch is all answered here.
-        assert events == [("workers", 80), ("workers", 80), ("workers", 80), ("workers", 10)]
+        assert events == [("workers", 80, True), ("workers", 80, True), ("workers", 80, False), ("workers", 10, True)]
         _assert_same(db, texts, results)
+        events.clear()
+        results = list(db.query_many(texts[:160], workers=workers))  # two batches: both shared out
+        assert events == [("workers", 80, True), ("workers", 80, True)]
+        _assert_same(db, texts[:160], results)
         events.clear()
         assert [r.id for r in db.query_many(texts[:80], workers=workers)] == [str(i) for i in range(80)]
         assert events == [("here", 80)]
