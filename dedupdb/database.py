@@ -40,7 +40,7 @@ from dedupdb.sketch.fingerprint import Fingerprinter, numpy_seconds, query_runs
 from dedupdb.sketch.minhash import sketch_jaccard
 from dedupdb.sketch.winnowing import Side
 from dedupdb.sketch.winnowing import pair_scores, pair_similarity
-from dedupdb.storage.rows import DocumentRow
+from dedupdb.storage.rows import DocumentRow, HitDocument
 from dedupdb.storage.store import Store
 from dedupdb.text.normalize import normalize
 
@@ -411,7 +411,7 @@ class Database:
         holding = _holding(scores, held, sides)
         shares = dict(zip(holding, shares_in(mine, [sides[cid] for cid in holding], self.settings.sketch_size)))
         scores = _scores(mine, scores, held, sides, self.settings.sketch_size, shares)
-        return _hits(scores, self.store.documents_of_contents(list(scores)), top)
+        return _hits(scores, self.store.hit_documents(list(scores)), top)
 
     def query_many(
         self,
@@ -504,8 +504,8 @@ class Database:
                            self.settings.sketch_size)
         scores = [_scores(mine, n, h, sides, self.settings.sketch_size, dict(zip(cids, shared)))
                   for mine, n, h, cids, shared in zip(mines, near, held, holding, shares)]
-        documents: dict[int, list[DocumentRow]] = {}
-        for doc in self.store.documents_of_contents(sorted({cid for s in scores for cid in s})):
+        documents: dict[int, list[HitDocument]] = {}
+        for doc in self.store.hit_documents(sorted({cid for s in scores for cid in s})):
             documents.setdefault(doc.content_id, []).append(doc)
         answered = {
             id(item): _hits(s, [d for cid in s for d in documents.get(cid, ())], top) for (item, _), s in zip(asked, scores)
@@ -929,7 +929,7 @@ def _scores(mine: Side, scores: dict[int, tuple], held: dict[int, float], sides:
     return scores
 
 
-def _hits(scores: dict[int, tuple], documents: list[DocumentRow], top: int) -> list[QueryHit]:
+def _hits(scores: dict[int, tuple], documents: list[HitDocument], top: int) -> list[QueryHit]:
     """The documents holding the scored texts, exact copies first, then by containment (or Jaccard)."""
     hits = []
     for doc in documents:

@@ -375,3 +375,22 @@ def test_search_agrees_with_judging_every_stored_text(store):
                 elif verdict.duplicate and verdict.jaccard >= 0.8:
                     assert db.store.content_ids_by_hash([fp.content_hash]).get(fp.content_hash) == cid, text
         assert checked >= 10
+
+
+def test_hit_documents_are_the_documents_of_their_contents(tmp_path):
+    """What a query's hits are read from (Store.hit_documents, without the contents' rows) is what
+    documents_of_contents gives, field for field and in the same order, a text held by several documents among
+    them; a content no document holds gives none."""
+    records = tmp_path / "corpus.jsonl"
+    texts = [ENGLISH, ENGLISH, CHINESE, ENGLISH_EDITED, ENGLISH, LONG]
+    records.write_text("".join(json.dumps({"id": f"r{i}", "text": t}, ensure_ascii=False) + "\n"
+                               for i, t in enumerate(texts)), encoding="utf-8")
+    with dedupdb.open(tmp_path / "store.db") as db:
+        db.add([records], records=RecordOptions("jsonl", id_field="id"), workers=0)
+        ids = [cid for (cid,) in db.store.conn.execute("SELECT id FROM contents ORDER BY id")] + [10**6]
+        full = db.store.documents_of_contents(ids)
+        hits = db.store.hit_documents(ids)
+        assert [(d.key, d.path, d.record, d.content_id, d.bytes, d.snippet) for d in full] == \
+            [(h.key, h.path, h.record, h.content_id, h.bytes, h.snippet) for h in hits]
+        assert len(hits) == len(texts) and len({h.content_id for h in hits}) == 4
+        assert [h.record for h in db.query(ENGLISH) if h.exact] == ["r0", "r1", "r4"]

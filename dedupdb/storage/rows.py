@@ -37,6 +37,19 @@ class ContentRow:
 
 
 @dataclass(frozen=True)
+class HitDocument:
+    """A document holding a text a query found: what its hit shows (Database.query), read without its content's
+    row (DocumentRow's cluster), which a query has no use for."""
+
+    key: str
+    path: str
+    record: str | None
+    content_id: int
+    bytes: int
+    snippet: str
+
+
+@dataclass(frozen=True)
 class DocumentRow:
     id: int
     key: str
