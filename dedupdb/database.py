@@ -411,7 +411,7 @@ class Database:
         holding = _holding(scores, held, sides)
         shares = dict(zip(holding, shares_in(mine, [sides[cid] for cid in holding], self.settings.sketch_size)))
         scores = _scores(mine, scores, held, sides, self.settings.sketch_size, shares)
-        return _hits(scores, self.store.hit_documents(list(scores)), top)
+        return _hits(scores, self.store.documents_of_contents(list(scores)), top)
 
     def query_many(
         self,
@@ -505,7 +505,7 @@ class Database:
         scores = [_scores(mine, n, h, sides, self.settings.sketch_size, dict(zip(cids, shared)))
                   for mine, n, h, cids, shared in zip(mines, near, held, holding, shares)]
         documents: dict[int, list[HitDocument]] = {}
-        for doc in self.store.hit_documents(sorted({cid for s in scores for cid in s})):
+        for doc in self.store.documents_of_contents(sorted({cid for s in scores for cid in s})):
             documents.setdefault(doc.content_id, []).append(doc)
         answered = {
             id(item): _hits(s, [d for cid in s for d in documents.get(cid, ())], top) for (item, _), s in zip(asked, scores)

@@ -377,20 +377,24 @@ def test_search_agrees_with_judging_every_stored_text(store):
         assert checked >= 10
 
 
-def test_hit_documents_are_the_documents_of_their_contents(tmp_path):
-    """What a query's hits are read from (Store.hit_documents, without the contents' rows) is what
-    documents_of_contents gives, field for field and in the same order, a text held by several documents among
-    them; a content no document holds gives none."""
+def test_the_documents_of_contents_are_read_by_key(tmp_path):
+    """What a query's hits are read from (Store.documents_of_contents): every document holding these contents, by
+    key, a text held by several documents among them, with the fields a hit shows; a content no document holds
+    gives none."""
     records = tmp_path / "corpus.jsonl"
     texts = [ENGLISH, ENGLISH, CHINESE, ENGLISH_EDITED, ENGLISH, LONG]
     records.write_text("".join(json.dumps({"id": f"r{i}", "text": t}, ensure_ascii=False) + "\n"
                                for i, t in enumerate(texts)), encoding="utf-8")
     with dedupdb.open(tmp_path / "store.db") as db:
         db.add([records], records=RecordOptions("jsonl", id_field="id"), workers=0)
-        ids = [cid for (cid,) in db.store.conn.execute("SELECT id FROM contents ORDER BY id")] + [10**6]
-        full = db.store.documents_of_contents(ids)
-        hits = db.store.hit_documents(ids)
-        assert [(d.key, d.path, d.record, d.content_id, d.bytes, d.snippet) for d in full] == \
-            [(h.key, h.path, h.record, h.content_id, h.bytes, h.snippet) for h in hits]
-        assert len(hits) == len(texts) and len({h.content_id for h in hits}) == 4
+        by_record = {d.record: d for d in db.store.documents_of_contents(list(range(1, 5)) + [10**6])}
+        assert sorted(by_record) == [f"r{i}" for i in range(len(texts))]
+        held = {d.content_id: [r for r, e in by_record.items() if e.content_id == d.content_id] for d in by_record.values()}
+        assert sorted(map(len, held.values())) == [1, 1, 1, 3] and held[by_record["r0"].content_id] == ["r0", "r1", "r4"]
+        ordered = db.store.documents_of_contents([by_record["r4"].content_id, by_record["r2"].content_id])
+        assert [d.key for d in ordered] == sorted(d.key for d in ordered) and len(ordered) == 4
+        for record, doc in by_record.items():
+            text = texts[int(record[1:])]
+            assert (doc.key, doc.path, doc.bytes) == (f"{records}#{record}", str(records), len(text.encode()))
+            assert doc.snippet and doc.snippet.split()[0] in text
         assert [h.record for h in db.query(ENGLISH) if h.exact] == ["r0", "r1", "r4"]

@@ -38,8 +38,8 @@ class ContentRow:
 
 @dataclass(frozen=True)
 class HitDocument:
-    """A document holding a text a query found: what its hit shows (Database.query), read without its content's
-    row (DocumentRow's cluster), which a query has no use for."""
+    """A document holding a text a query found: what its hit shows (Database.query), without its content's
+    cluster (DocumentRow's), which no hit shows."""
 
     key: str
     path: str
