@@ -65,6 +65,63 @@ def test_ingest_with_workers_matches_ingest_without(tmp_path, monkeypatch):
     assert len(results[0][1]) >= 3
 
 
+def test_a_large_add_checkpoints_its_log_aside_while_it_writes_its_last_batches(tmp_path, monkeypatch):
+    """Once a large add's last input is read, while this process writes the batches still in flight (its workers
+    done), the store's log is copied into its file in a thread of its own (Store.checkpoint_aside), once: an add of
+    two record files asks for it while it writes the second's, not the first's. The store is whole after, without
+    its log, and holds what an add without workers gives."""
+    from dedupdb.storage.store import Store
+
+    monkeypatch.setattr(pipeline, "INGEST_BATCH", 40)
+    folder = tmp_path / "in"
+    for name, base in (("a.jsonl", ENGLISH), ("b.jsonl", CHINESE)):
+        lines = [json.dumps({"id": i, "text": f"{base} variant {i // 3} of {name}"}, ensure_ascii=False)
+                 for i in range(200)]
+        write(folder / name, "\n".join(lines) + "\n")
+    asked = []
+    checkpoint_aside = Store.checkpoint_aside
+
+    def spy(store):
+        before = (tmp_path / "w1.db").stat().st_size
+        asked.append(store.counts()["documents"])
+        checkpoint_aside(store)
+        store._checkpointing.join()
+        assert (tmp_path / "w1.db").stat().st_size > before  # committed pages copied into the file already
+
+    monkeypatch.setattr(Store, "checkpoint_aside", spy)
+    stored = []
+    for workers in (0, 1):
+        with dedupdb.open(tmp_path / f"w{workers}.db") as db:
+            assert db.add([folder], records=RecordOptions("jsonl", id_field="id"), workers=workers).records == 400
+            stored.append(sorted((d.key.rsplit("/", 1)[-1], d.content_id) for d in db.store.documents_of_contents(
+                list(range(1, 500)))))
+            assert db.check().sound
+        assert not (tmp_path / f"w{workers}.db-wal").exists()
+    assert stored[0] == stored[1] and len(stored[0]) == 400
+    assert len(asked) == 1 and 200 <= asked[0] < 400  # the first file stored, the second's last batches not yet
+
+
+def test_a_checkpoint_aside_is_one_a_store_and_never_an_error(tmp_path):
+    """One checkpoint aside an opening of a store, none for a store opened read-only; one that cannot be made
+    (no such file) raises nothing: the close's checkpoint copies what it did not."""
+    from dedupdb.storage.connection import checkpoint_passive
+
+    path = write(tmp_path / "corpus.jsonl", "".join(json.dumps({"id": i, "text": f"{ENGLISH} {i}"}) + "\n" for i in range(30)))
+    with dedupdb.open(tmp_path / "s.db") as db:
+        db.add([path], records=RecordOptions("jsonl", id_field="id"), workers=0)
+        db.store.checkpoint_aside()
+        first = db.store._checkpointing
+        db.store.checkpoint_aside()
+        assert first is not None and db.store._checkpointing is first
+    assert not first.is_alive() and not (tmp_path / "s.db-wal").exists()
+    with dedupdb.Database.open(tmp_path / "s.db", create=False, readonly=True) as db:
+        db.store.checkpoint_aside()
+        assert db.store._checkpointing is None
+    checkpoint_passive(tmp_path / "no folder" / "s.db")
+    checkpoint_passive(tmp_path / "gone.db")
+    assert not (tmp_path / "gone.db").exists()  # never made
+
+
 def _compiled_in_cache() -> None:
     """Put the compiled code in numba's cache, as the first add's compiling process leaves it (a fresh machine has
     none, and a test of what an add does with it must not depend on the tests before it)."""

@@ -332,6 +332,7 @@ class Ingest:
         self._bytes_total = 0
         self._bytes_before = 0  # of the files done
         self._stored_before = 0  # distinct texts the store held when this add began
+        self._reading_last = False  # the last input is being read: its batches in flight are the add's last
 
     # --- batches in flight -------------------------------------------------------
 
@@ -362,7 +363,11 @@ class Ingest:
         apply(pending.result())
 
     def _drain(self) -> None:
-        """Apply every batch in flight, in order."""
+        """Apply every batch in flight, in order. Those of a large add's last input are its last: while this process
+        writes them, its workers done, the store's log is checkpointed on the idle core (Store.checkpoint_aside),
+        which leaves the close less to copy."""
+        if self._reading_last and self._pool is not None and self._in_flight:
+            self.store.checkpoint_aside()
         while self._in_flight:
             self._apply_oldest()
 
@@ -438,8 +443,10 @@ class Ingest:
         with self.store.grouped_commits(COMMIT_SECONDS):
             try:
                 if any(str(p) == STDIN for p in paths):
+                    self._reading_last = not found
                     self._ingest_stdin(stdin, self._with_limit(records.resolved(records.format)))
-                for candidate in found:
+                for position, candidate in enumerate(found):
+                    self._reading_last = position == len(found) - 1
                     options = self._record_options(candidate, records) or self._mail_options(candidate)
                     if options and options.format == "message":
                         self._consider(candidate, message=True)

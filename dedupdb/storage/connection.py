@@ -290,6 +290,22 @@ def open_reader(uri: str, options: str) -> sqlite3.Connection:
     return conn
 
 
+def checkpoint_passive(path: Path) -> None:
+    """Copy the pages the write-ahead log holds committed into the store's file, from a connection of its own: a
+    PASSIVE checkpoint, which waits for no reader or writer (a writer goes on adding to the log meanwhile). Where
+    it cannot be made, nothing: closing the last connection checkpoints what this did not. The file is opened to
+    read and write only, never made: a store removed meanwhile is not made again, empty, here."""
+    try:
+        conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=rw", uri=True, isolation_level=None, timeout=0,
+                               check_same_thread=False)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError):
+        pass
+
+
 def connect_readonly(path: Path, create: bool, writable: bool) -> sqlite3.Connection:
     """A connection that only reads. Reading a WAL database makes its -wal and -shm files where they are
     missing (or fails, in a read-only folder), and such files left by a reader stop the database's owner from

