@@ -282,7 +282,7 @@ def test_an_add_that_awaited_the_compiled_code_takes_it_once_it_is_there(monkeyp
 
     ingest = pipeline.Ingest.__new__(pipeline.Ingest)
     ingest.indexer, ingest._workers, ingest._pool, ingest._batches, ingest._in_flight = Indexer(), 0, None, 0, pipeline.deque()
-    ingest._awaited = True
+    ingest._awaited, ingest._reading_last = True, False
     done = []
     waiting = [True]
     monkeypatch.setattr(compiled, "awaiting", lambda: waiting[0])
@@ -454,7 +454,7 @@ class _Settled:
 def _bare_ingest(pool):
     ingest = pipeline.Ingest.__new__(pipeline.Ingest)
     ingest.indexer, ingest._workers, ingest._pool, ingest._batches = _Settled(), 1, pool, 5
-    ingest._in_flight, ingest._awaited = pipeline.deque(), False
+    ingest._in_flight, ingest._awaited, ingest._reading_last = pipeline.deque(), False, False
     ingest.batch_size = lambda: pipeline.INGEST_BATCH
     return ingest
 
