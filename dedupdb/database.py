@@ -489,13 +489,14 @@ class Database:
         asked = [(item, sketched) for item, sketched in batch if sketched is not None and sketched.error is None]
         fps = self.fingerprinter.batch([sketched.sketch for _, sketched in asked])
         mines = [Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash) for fp in fps]
-        matches = self.indexer.search_many(fps, threshold)
         finder = self.indexer.containment
         held: list[dict[int, float]] = [{} for _ in asked]
         sides: dict[int, Side] = {}
         if containment is not None:
             probes = [fp.fingerprints if sketched.runs is None else sketched.runs for fp, (_, sketched) in zip(fps, asked)]
             held = finder.search_many(mines, probes, containment, sides)
+        # After the containment search: its candidates' sketches, read already, serve verifying most near-duplicates.
+        matches = self.indexer.search_many(fps, threshold, sides)
         near = [_near_scores(m) for m in matches]
         finder.read_sides((cid for n, h in zip(near, held) for cid in _sides_wanted(n, h)), sides)
         # How much of each query its near-duplicates hold, counted for the whole batch at once.

