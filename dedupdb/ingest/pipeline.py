@@ -60,6 +60,7 @@ from dedupdb.ingest.workers import (
     Work,
     WorkPool,
     default_workers,
+    load_before_forking,
     load_for_workers,
     load_numba,
 )
@@ -434,11 +435,8 @@ class Ingest:
             # small (a process that has sketched Chinese holds its segmenter's dictionary, and every fork a copy), but
             # with numba and the compiled sketching and decoding: loaded here first, their pages are shared with the
             # workers (75 MiB of PSS a worker against 103 when each loaded its own), and this process verifies and
-            # decodes compiled from its first batch. Not where the compiled code is still to be compiled (the first add
-            # after an install): all take numpy's paths then.
-            if compiled.cached():
-                load_numba()
-                load_for_workers()
+            # decodes compiled from its first batch (load_before_forking).
+            load_before_forking()
             self._start_pool()
         with self.store.grouped_commits(COMMIT_SECONDS):
             try:

@@ -17,7 +17,6 @@ from typing import BinaryIO
 
 import numpy as np
 
-from dedupdb import compiled
 from dedupdb.config import Settings
 from dedupdb.errors import InputError
 from dedupdb.ingest.records import (
@@ -34,8 +33,8 @@ from dedupdb.ingest.workers import (
     PendingWork,
     WorkPool,
     bulk_collections,
+    load_before_forking,
     load_for_workers,
-    load_numba,
 )
 from dedupdb.sketch.fingerprint import Sketch, queries_runs, sketch_texts
 from dedupdb.text.normalize import normalize_lines
@@ -210,9 +209,7 @@ def _answered_batches(settings, items, workers, here, there, source, progress) -
 def _pool(settings: Settings, workers: int) -> WorkPool:
     """The workers of a batch query, which is large (its input, or a second batch). As a large add does: numba and
     the compiled sketching and decoding are loaded before they are forked, so that they share their pages."""
-    if compiled.cached():
-        load_numba()
-        load_for_workers()
+    load_before_forking()
     return WorkPool(settings, workers, load_for_workers)
 
 

@@ -308,6 +308,15 @@ def load_for_workers() -> bool:
     return True
 
 
+def load_before_forking() -> None:
+    """What a process about to fork workers loads first, so that they share its pages: numba, and what they run
+    compiled (load_for_workers). Not where the compiled code is still to be compiled (the first add after an
+    install): all take numpy's paths then."""
+    if compiled.cached():
+        load_numba()
+        load_for_workers()
+
+
 def _started(settings: Settings, items: list) -> list:
     """The pool's first task: submitted as it is made, so that its workers are forked (and warm up) at once."""
     return items
