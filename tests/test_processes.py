@@ -796,3 +796,49 @@ def test_the_compile_runs_once_at_the_lowest_priority_and_clears_its_mark(tmp_pa
         assert priority == 19 and (group_priority == 0 or not os.path.exists("/proc/self/autogroup"))
     finally:
         compiled.marker.cache_clear()
+
+
+# --- the end of a command: at once, with what the interpreter's exit does that anyone could see ---------------
+
+_ENDING = """
+import atexit, os, sys, threading, time
+from pathlib import Path
+
+out = Path(sys.argv[1])
+class Torn:
+    def __del__(self):  # runs only in the interpreter's own teardown of this module
+        (out / "torn").write_text("torn")
+torn = Torn()
+atexit.register(lambda: (out / "exit-function").write_text("ran"))
+atexit.register(lambda: sys.stdout.write("written by an exit function"))  # flushed only if flushed after them
+if sys.argv[2] == "thread":
+    threading.Thread(target=lambda: (time.sleep(0.3), (out / "thread").write_text("done"))).start()
+sys.argv = ["dedupdb", *sys.argv[3:]]
+from dedupdb.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("thread", [False, True], ids=["alone", "with-a-thread"])
+def test_a_command_ends_at_once_with_its_output_status_and_exit_functions(many_pairs, tmp_path, thread):
+    """The command line ends without the interpreter's teardown (0.2 s once the compiled code is loaded): its
+    whole output flushed, its exit status, the exit functions run. A thread still running keeps the usual exit,
+    which waits for it. The teardown is seen by an object whose finalizer only that teardown runs."""
+    listing = _run("export", "--db", str(many_pairs)).stdout
+    buffered = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    for args, status in ((["export"], 0), (["query", "--records", str(tmp_path / "absent.jsonl")], 1),
+                         (["report", "--no-such-option"], 2)):
+        out = tmp_path / f"out-{status}"
+        out.mkdir()
+        result = subprocess.run([sys.executable, "-c", _ENDING, str(out), "thread" if thread else "alone", *args,
+                                 "--db", str(many_pairs)], capture_output=True, text=True, timeout=120,
+                                env=buffered)
+        assert result.returncode == status, result.stderr
+        assert result.stdout.endswith("written by an exit function")
+        assert (out / "exit-function").read_text() == "ran"
+        if status == 0:
+            assert result.stdout == listing + "written by an exit function" and len(listing) > 2 * 65536
+        else:
+            assert result.stderr.startswith("Error: ") and len(result.stderr.strip().splitlines()) == 1
+        assert (out / "thread").exists() == thread
+        assert (out / "torn").exists() == thread
