@@ -12,6 +12,7 @@ where it is compiled loads it in a thread of its own (load_aside): no query wait
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import threading
@@ -19,7 +20,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
@@ -33,19 +33,19 @@ _CHECK_SECONDS = 0.2
 
 
 def _stamp() -> str:
-    """The sources, numba's version and Python's: an edit or an upgrade of any wants another compile."""
+    """The sources, numba's and Python's: an edit or an upgrade of any wants another compile. Numba is known by
+    its package's first file as installed, not by its version in the package metadata: importing importlib.metadata
+    costs every process that opens a store 25-50 ms."""
     package = Path(__file__).parent
+    spec = importlib.util.find_spec("numba")
+    files = [package / name for name in _SOURCES] + ([Path(spec.origin)] if spec and spec.origin else [])
     parts = []
-    for name in _SOURCES:
+    for path in files:
         try:
-            stat = (package / name).stat()
-            parts.append(f"{package / name}:{stat.st_mtime_ns}:{stat.st_size}")
+            stat = path.stat()
+            parts.append(f"{path}:{stat.st_mtime_ns}:{stat.st_size}")
         except OSError:
-            parts.append(f"{package / name}:0:0")
-    try:
-        parts.append(metadata.version("numba"))
-    except metadata.PackageNotFoundError:
-        parts.append("")
+            parts.append(f"{path}:0:0")
     return ":".join([*parts, sys.version])
 
 

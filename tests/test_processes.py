@@ -842,3 +842,37 @@ def test_a_command_ends_at_once_with_its_output_status_and_exit_functions(many_p
             assert result.stderr.startswith("Error: ") and len(result.stderr.strip().splitlines()) == 1
         assert (out / "thread").exists() == thread
         assert (out / "torn").exists() == thread
+
+
+def test_the_compiled_codes_mark_changes_with_its_sources_and_numba(tmp_path, monkeypatch):
+    """The mark that says the compiled code is in numba's cache names the sources and numba as installed: an edit
+    of a source, or another numba, wants another compile. Numba is known by its package's first file, so a
+    process need not read the package metadata (importlib.metadata) to open a store."""
+    import importlib.util
+
+    from dedupdb import compiled
+
+    first = tmp_path / "numba" / "__init__.py"
+    first.parent.mkdir()
+    first.write_text("__version__ = '1'\n")
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: importlib.machinery.ModuleSpec(name, None, origin=str(first))
+                        if name == "numba" else found(name, *a))
+    before = compiled._stamp()
+    assert str(first) in before
+    first.write_text("__version__ = '2.0'\n")  # another numba installed over it
+    assert compiled._stamp() != before
+    monkeypatch.setattr(importlib.util, "find_spec", found)
+    stamp = compiled._stamp()
+    source = Path(compiled.__file__).parent / "sketch" / "fastsketch.py"
+    stat = source.stat()
+    try:
+        os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        assert compiled._stamp() != stamp
+    finally:
+        os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert compiled._stamp() == stamp
+    assert "importlib.metadata" not in subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "from dedupdb import compiled; compiled.marker()"],
+        capture_output=True, text=True, timeout=60).stderr
