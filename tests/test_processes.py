@@ -844,6 +844,18 @@ def test_a_command_ends_at_once_with_its_output_status_and_exit_functions(many_p
         assert (out / "torn").exists() == thread
 
 
+def test_a_profiled_command_keeps_the_usual_exit(tmp_path):
+    """`python -m cProfile -o FILE -m dedupdb ...` writes its profile once the command is over: a process with a
+    profiler (or a tracer) keeps the interpreter's own exit."""
+    profile = tmp_path / "add.prof"
+    (tmp_path / "note.txt").write_text(ENGLISH)
+    result = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "dedupdb", "--db",
+                             str(tmp_path / "x.db"), "add", str(tmp_path / "note.txt")], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert profile.stat().st_size > 0
+
+
 def test_the_compiled_codes_mark_changes_with_its_sources_and_numba(tmp_path, monkeypatch):
     """The mark that says the compiled code is in numba's cache names the sources and numba as installed: an edit
     of a source, or another numba, wants another compile. Numba is known by its package's first file, so a

@@ -1160,6 +1160,8 @@ def _leave(code) -> NoReturn:
         sys.exit(code)  # a message, which the interpreter prints
     if threading.active_count() > 1 or _children_running():
         sys.exit(code)  # the interpreter's exit waits for threads and workers
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)  # a profiler or a debugger that writes what it saw once the program is over
     atexit._run_exitfuncs()  # those of the standard library (logging, multiprocessing, temporary files) included
     for stream in (sys.stdout, sys.stderr):
         try:
