@@ -12,7 +12,6 @@ where it is compiled loads it in a thread of its own (load_aside): no query wait
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import threading
@@ -25,7 +24,7 @@ from types import ModuleType
 
 import xxhash
 
-from dedupdb.config import cache_dir
+from dedupdb.config import cache_dir, installed_stamp
 
 _SOURCES = ("sketch/fastsketch.py", "sketch/fastverify.py", "storage/fastdecode.py")
 # How often a process awaiting the compiled code looks for the mark (a stat of a file).
@@ -33,20 +32,16 @@ _CHECK_SECONDS = 0.2
 
 
 def _stamp() -> str:
-    """The sources, numba's and Python's: an edit or an upgrade of any wants another compile. Numba is known by
-    its package's first file as installed, not by its version in the package metadata: importing importlib.metadata
-    costs every process that opens a store 25-50 ms."""
+    """The sources, numba's and Python's: an edit or an upgrade of any wants another compile."""
     package = Path(__file__).parent
-    spec = importlib.util.find_spec("numba")
-    files = [package / name for name in _SOURCES] + ([Path(spec.origin)] if spec and spec.origin else [])
     parts = []
-    for path in files:
+    for name in _SOURCES:
         try:
-            stat = path.stat()
-            parts.append(f"{path}:{stat.st_mtime_ns}:{stat.st_size}")
+            stat = (package / name).stat()
+            parts.append(f"{package / name}:{stat.st_mtime_ns}:{stat.st_size}")
         except OSError:
-            parts.append(f"{path}:0:0")
-    return ":".join([*parts, sys.version])
+            parts.append(f"{package / name}:0:0")
+    return ":".join([*parts, installed_stamp("numba"), sys.version])
 
 
 @lru_cache(maxsize=1)

@@ -132,6 +132,36 @@ def test_traditional_and_simplified_agree():
     assert normalize(TRADITIONAL) == normalize("今天天气很好，我们一起去公园散步，看到很多人在湖边钓鱼，孩子们在草地上放风筝。")
 
 
+def test_the_traditional_to_simplified_pairs_are_kept_and_checked(monkeypatch):
+    """OpenCC's one-to-one t2s pairs are kept in the cache folder and read back, not derived again with OpenCC; a
+    file there that is not a table of pairs (cut short, empty, another shape) is derived again and replaced."""
+    import numpy as np
+
+    from dedupdb.config import cache_dir
+    from dedupdb.text import normalize as normalizing
+
+    normalizing._fold_table.cache_clear()
+    try:
+        derived = normalizing._converted_pairs()
+        assert len(derived) > 2000 and [ord("氣"), ord("气")] in derived.tolist()
+        assert normalize(TRADITIONAL) == normalize("今天天气很好，我们一起去公园散步，看到很多人在湖边钓鱼，孩子们在草地上放风筝。")
+        kept = list(cache_dir().glob("t2s-pairs-*.npy"))
+        assert len(kept) == 1 and np.array_equal(np.load(kept[0]), derived)
+        calls = []
+        monkeypatch.setattr(normalizing, "_converted_pairs", lambda: calls.append(1) or derived.copy())
+        normalizing._fold_table.cache_clear()
+        assert normalize("天氣") == "天气" and not calls
+        for damage in (lambda path: path.write_bytes(path.read_bytes()[:1000]), lambda path: path.write_bytes(b""),
+                       lambda path: np.save(path, derived[:, 0].copy())):
+            damage(kept[0])
+            normalizing._fold_table.cache_clear()
+            assert normalize("天氣\u200b") == "天气"
+            assert np.array_equal(np.load(kept[0]), derived)  # replaced
+        assert len(calls) == 3
+    finally:
+        normalizing._fold_table.cache_clear()
+
+
 # --- which files a folder walk takes ----------------------------------------------------------------------
 
 import json  # noqa: E402

@@ -8,6 +8,8 @@ import sys
 import unicodedata
 from functools import lru_cache
 
+import xxhash
+
 from dedupdb import compiled
 
 # Zero-width characters and the BOM survive NFKC but are invisible to a reader.
@@ -15,19 +17,51 @@ _INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
 _CJK_FIRST, _CJK_LAST = 0x3400, 0x9FFF
 
 
+# Bump when what _simplified_pairs keeps changes.
+_PAIRS_VERSION = 1
+
+
 @lru_cache(maxsize=1)
 def _fold_table() -> tuple[dict[int, str | None], re.Pattern[str]]:
     """Invisible characters dropped and traditional Chinese characters mapped to simplified (one character at
     a time, from OpenCC's t2s conversion), with a pattern that finds any character the table changes."""
+    table: dict[int, str | None] = dict.fromkeys(map(ord, _INVISIBLE), None)
+    table.update((traditional, chr(simplified)) for traditional, simplified in _simplified_pairs().tolist())
+    pattern = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(table)) + "]")
+    return table, pattern
+
+
+def _simplified_pairs():
+    """(traditional, simplified) code points, uint32, of the characters OpenCC's t2s maps one to one. Kept in the
+    cache folder for the OpenCC installed: importing it and loading its dictionaries took every process that
+    normalized a text beyond ASCII (a query's among them) 10-15 ms more and 7 MB."""
+    import numpy as np
+
+    from dedupdb.config import UNREADABLE_TABLE, cache_dir, installed_stamp, keep_table
+
+    stamp = xxhash.xxh64_hexdigest(repr((_PAIRS_VERSION, _CJK_FIRST, _CJK_LAST, installed_stamp("opencc"))).encode())
+    path = cache_dir() / f"t2s-pairs-{stamp}.npy"
+    try:
+        pairs = np.load(path, allow_pickle=False)
+        if pairs.dtype == np.uint32 and pairs.ndim == 2 and pairs.shape[1] == 2:
+            return pairs
+    except UNREADABLE_TABLE:
+        pass
+    pairs = _converted_pairs()
+    keep_table(path, pairs)
+    return pairs
+
+
+def _converted_pairs():
+    import numpy as np
     import opencc
 
     chars = [chr(code) for code in range(_CJK_FIRST, _CJK_LAST + 1)]
     converted = opencc.OpenCC("t2s").convert("\n".join(chars)).split("\n")
-    table: dict[int, str | None] = dict.fromkeys(map(ord, _INVISIBLE), None)
-    if len(converted) == len(chars):  # never seen otherwise; then the text is left as it is rather than misaligned
-        table.update((ord(t), s) for t, s in zip(chars, converted) if t != s and len(s) == 1)
-    pattern = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(table)) + "]")
-    return table, pattern
+    if len(converted) != len(chars):  # never seen; then the text is left as it is rather than misaligned
+        return np.empty((0, 2), np.uint32)
+    return np.array([(ord(t), ord(s)) for t, s in zip(chars, converted) if t != s and len(s) == 1],
+                    dtype=np.uint32).reshape(-1, 2)
 
 
 def normalize(text: str) -> str:
