@@ -29,6 +29,9 @@ if "NUMBA_CACHE_DIR" not in os.environ:
         raise ImportError(f"no writable folder for compiled code at {_CACHE}")
     os.environ["NUMBA_CACHE_DIR"] = str(_CACHE)
 
+# Numba's typing of an array argument asks for numpy.ma, which numpy loads on first use (10-15 ms): here, so that
+# workers forked after this import find it loaded rather than each loading it at its first batch.
+import numpy.ma  # noqa: F401
 from numba import njit, types  # noqa: E402
 
 __all__ = ["njit", "types"]

@@ -888,3 +888,12 @@ def test_the_compiled_codes_mark_changes_with_its_sources_and_numba(tmp_path, mo
     assert "importlib.metadata" not in subprocess.run(
         [sys.executable, "-X", "importtime", "-c", "from dedupdb import compiled; compiled.marker()"],
         capture_output=True, text=True, timeout=60).stderr
+
+
+def test_what_compiled_code_needs_is_loaded_before_workers_are_forked():
+    """A process that loads numba for its workers loads numpy.ma too, which numba's typing of an array asks for
+    at the first call: workers forked after it find it loaded, rather than each loading it at its first batch."""
+    result = subprocess.run([sys.executable, "-c", "import sys\nfrom dedupdb.ingest.workers import load_numba\n"
+                             "load_numba()\nprint('numba' in sys.modules, 'numpy.ma' in sys.modules)"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["True", "True"], result.stderr
