@@ -1,3 +1,3 @@
-from dedupdb.cli.commands import main
+from dedupdb.cli.commands import run
 
-main()
+run()

@@ -1,5 +1,5 @@
 """The dedupdb command: typer commands (thin: parse, one library call, render) and their rendering."""
 
-from dedupdb.cli.commands import app, main
+from dedupdb.cli.commands import app, main, run
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "run"]

@@ -1138,11 +1138,14 @@ def _usage_error(exc: ClickException) -> None:
     render.err_console.print(f"Error: {exc.format_message()}{see}", highlight=False, markup=False, soft_wrap=True)
 
 
-def main() -> None:
+def run() -> NoReturn:
+    """The command line as a program (`dedupdb`, `python -m dedupdb`): main(), and then the process ends (_leave).
+    main() itself ends in SystemExit, for a caller that goes on after it."""
     try:
-        _main()
+        main()
     except SystemExit as exc:
         _leave(exc.code)
+    _leave(0)
 
 
 def _children_running() -> bool:
@@ -1172,7 +1175,7 @@ def _leave(code) -> NoReturn:
     os._exit(code or 0)
 
 
-def _main() -> None:
+def main() -> None:
     import rich.console
 
     _handle_stop_signals()
