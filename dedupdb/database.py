@@ -467,14 +467,15 @@ class Database:
 
     def _answer_all(self, items, threshold, top, containment, workers, source,
                     progress=None) -> Iterator[QueryResult]:
-        from dedupdb.ingest.querying import answered_batches
+        from dedupdb.ingest.querying import answered_batches, query_batch
 
         self._check_query(containment)  # here too: before the first result is asked for
         # Workers answer from a read of the store of their own: the file this one is, as committed.
         workers = (os.cpu_count() or 1) if workers is None else workers
         there = functools.partial(_answer_in_worker, str(self.store.absolute_path), threshold, top, containment)
         here = functools.partial(self._answer_here, threshold=threshold, top=top, containment=containment)
-        batches = answered_batches(self.settings, items, workers, here, there, source, progress)
+        batches = answered_batches(self.settings, items, workers, here, there, source, progress,
+                                   query_batch(self.store.content_count()))
         return (answer for answers in batches for answer in answers)
 
     def _answer_here(self, items, threshold, top, containment) -> list[QueryResult]:
@@ -485,37 +486,52 @@ class Database:
             return self._answer_batch(batch, threshold, top, containment)
 
     def _answer_batch(self, batch, threshold, top, containment) -> list[QueryResult]:
-        """query() of a batch of sketched texts, with every lookup made for all of them at once."""
+        """query() of a batch of sketched texts: each lookup of the index made for all of them at once (at a million
+        texts, the keys of a few thousand texts reach most of its blocks), their candidates then scored
+        QUERIES_SCORED_AT_ONCE texts at a time, the stored texts each part needs read for it alone."""
+        from dedupdb.ingest.querying import QUERIES_SCORED_AT_ONCE
+
         asked = [(item, sketched) for item, sketched in batch if sketched is not None and sketched.error is None]
         fps = self.fingerprinter.batch([sketched.sketch for _, sketched in asked])
         mines = [Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash) for fp in fps]
-        finder = self.indexer.containment
-        held: list[dict[int, float]] = [{} for _ in asked]
-        sides: dict[int, Side] = {}
+        best = None
         if containment is not None:
             probes = [fp.fingerprints if sketched.runs is None else sketched.runs for fp, (_, sketched) in zip(fps, asked)]
-            held = finder.search_many(mines, probes, containment, sides)
-        # After the containment search: its candidates' sketches, read already, serve verifying most near-duplicates.
-        matches = self.indexer.search_many(fps, threshold, sides)
-        near = [_near_scores(m) for m in matches]
-        finder.read_sides((cid for n, h in zip(near, held) for cid in _sides_wanted(n, h)), sides)
-        # How much of each query its near-duplicates hold, counted for the whole batch at once.
-        holding = [_holding(n, h, sides) for n, h in zip(near, held)]
-        shares = shares_of([(mine, [sides[cid] for cid in cids]) for mine, cids in zip(mines, holding)],
-                           self.settings.sketch_size)
-        scores = [_scores(mine, n, h, sides, self.settings.sketch_size, dict(zip(cids, shared)))
-                  for mine, n, h, cids, shared in zip(mines, near, held, holding, shares)]
-        documents: dict[int, list[HitDocument]] = {}
-        for doc in self.store.documents_of_contents(sorted({cid for s in scores for cid in s})):
-            documents.setdefault(doc.content_id, []).append(doc)
-        answered = {
-            id(item): _hits(s, [d for cid in s for d in documents.get(cid, ())], top) for (item, _), s in zip(asked, scores)
-        }
+            best = self.indexer.containment.candidates_many(mines, probes, containment)
+        found = self.indexer.candidates_many(fps)
+        answered: dict[int, list[QueryHit]] = {}
+        for start in range(0, len(asked), QUERIES_SCORED_AT_ONCE):
+            stop = start + QUERIES_SCORED_AT_ONCE
+            scores = self._scored(mines[start:stop], fps[start:stop], None if best is None else best[start:stop],
+                                  found.part(start, stop), threshold, containment)
+            documents: dict[int, list[HitDocument]] = {}
+            for doc in self.store.documents_of_contents(sorted({cid for s in scores for cid in s})):
+                documents.setdefault(doc.content_id, []).append(doc)
+            answered.update((id(item), _hits(s, [d for cid in s for d in documents.get(cid, ())], top))
+                            for (item, _), s in zip(asked[start:stop], scores))
         out = []
         for item, sketched in batch:
             error = item.error if sketched is None else sketched.error
             out.append(QueryResult(item.id, answered.get(id(item), []), item.line, error))
         return out
+
+    def _scored(self, mines, fps, best, found, threshold, containment) -> list[dict[int, tuple]]:
+        """The scores of each of these queries' hits (_scores), from the candidates their lookups found: the
+        containment candidates' sides read first, whose sketches then serve verifying most near-duplicates."""
+        finder = self.indexer.containment
+        sides: dict[int, Side] = {}
+        held: list[dict[int, float]] = [{} for _ in mines]
+        if best is not None:
+            held = finder.scored_many(mines, best, containment, sides)
+        matches = self.indexer.verified_many(fps, found, threshold, sides)
+        near = [_near_scores(m) for m in matches]
+        finder.read_sides((cid for n, h in zip(near, held) for cid in _sides_wanted(n, h)), sides)
+        # How much of each query its near-duplicates hold, counted for the whole part at once.
+        holding = [_holding(n, h, sides) for n, h in zip(near, held)]
+        shares = shares_of([(mine, [sides[cid] for cid in cids]) for mine, cids in zip(mines, holding)],
+                           self.settings.sketch_size)
+        return [_scores(mine, n, h, sides, self.settings.sketch_size, dict(zip(cids, shared)))
+                for mine, n, h, cids, shared in zip(mines, near, held, holding, shares)]
 
     def parts_in_groups(self) -> list[tuple[str, str]]:
         """(key, file path) of the grouped documents that are parts of a file (a message in a mail file, an

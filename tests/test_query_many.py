@@ -426,3 +426,48 @@ def test_a_batch_verifies_its_near_duplicates_with_the_sketches_its_containment_
         assert asked == [ids[1::2].tolist()]
         for name in ("ids", "values", "lengths", "simhashes", "has_simhash"):
             assert np.array_equal(getattr(taken, name), getattr(read, name)), name
+
+
+def test_a_batch_looks_the_index_up_once_and_scores_its_texts_in_parts(store, monkeypatch):
+    """A batch's lookups of the index (near-duplicate keys, containment fingerprints) are made once for all its
+    texts; its texts are then scored QUERIES_SCORED_AT_ONCE at a time, the stored texts each part needs read for
+    it alone, and every answer is query()'s."""
+    texts = _queries()
+    monkeypatch.setattr(querying, "QUERY_BATCH", len(texts))  # one batch
+    monkeypatch.setattr(querying, "QUERIES_SCORED_AT_ONCE", 5)
+    with dedupdb.open(store) as db:
+        calls = {"match_index": 0, "containment_postings": 0, "containment_sides": 0}
+        for name in calls:
+            real = getattr(db.store, name)
+            monkeypatch.setattr(db.store, name, lambda *a, _real=real, _name=name: calls.__setitem__(
+                _name, calls[_name] + 1) or _real(*a))
+        results = list(db.query_many(texts, workers=0))
+        assert calls["match_index"] == 1 and calls["containment_postings"] <= 2  # a second for common phrasing
+        assert calls["containment_sides"] > 1  # the parts' own reads
+        monkeypatch.undo()
+        _assert_same(db, texts, results)
+        monkeypatch.setattr(querying, "QUERY_BATCH", len(texts))
+        for part in (1, 7, len(texts)):
+            monkeypatch.setattr(querying, "QUERIES_SCORED_AT_ONCE", part)
+            again = list(db.query_many(texts, workers=0))
+            assert [(r.id, r.hits, r.error) for r in again] == [(r.id, r.hits, r.error) for r in results], part
+
+
+def test_a_batch_grows_with_the_store():
+    """A batch query answers 4,096 texts together on a small store and more on a large one (a batch's lookups read
+    most of a large store's index), at most MAX_QUERY_BATCH."""
+    assert querying.query_batch(0) == querying.query_batch(50_000) == querying.QUERY_BATCH == 4096
+    assert querying.query_batch(1_000_000) == 1_000_000 // querying.QUERY_BATCH_SHARE == 15_625
+    assert querying.query_batch(10_000_000) == querying.MAX_QUERY_BATCH == 16_384
+
+
+def test_near_duplicate_candidates_of_part_of_a_batch_are_its_own():
+    """NearCandidates.part: the exact copies and (query, candidate) pairs of queries start to stop, numbered from 0."""
+    from dedupdb.index.indexer import NearCandidates
+
+    found = NearCandidates([None, 7, None, 9], np.array([0, 0, 2, 3, 3]), np.array([5, 6, 5, 1, 2]))
+    part = found.part(1, 3)
+    assert part.exact == [7, None] and part.queries.tolist() == [1] and part.candidates.tolist() == [5]
+    last = found.part(3, 8)
+    assert last.exact == [9] and last.queries.tolist() == [0, 0] and last.candidates.tolist() == [1, 2]
+    assert found.part(4, 8).exact == [] and len(found.part(4, 8).queries) == 0

@@ -99,6 +99,11 @@ class ContainmentIndex:
         """search() of many queries at once, with the same answers: their probes are looked up together (whether a
         key is common depends on the key alone), and the sides of all their candidates read in one go (into sides,
         when given, which may hold some already)."""
+        return self.scored_many(queries, self.candidates_many(queries, probes, floor), floor, sides)
+
+    def candidates_many(self, queries: list[Side], probes: list[np.ndarray], floor: float) -> list[list[int]]:
+        """The candidates of each query that search_many scores, most shared first: the lookup of their probes,
+        made for all at once."""
         probes = [np.asarray(p, np.uint64) for p in probes]  # fingerprints and runs alike are distinct already
         owners = np.repeat(np.arange(len(probes), dtype=np.int64), [len(p) for p in probes])
         wanted = np.concatenate(probes) if probes else np.empty(0, np.uint64)
@@ -129,7 +134,12 @@ class ContainmentIndex:
         found_q, found_c = found_q[chosen], found_c[chosen]
         bounds = np.searchsorted(found_q, np.arange(len(queries) + 1)).tolist()
         listed = found_c.tolist()
-        best = [listed[a:b] for a, b in pairwise(bounds)]
+        return [listed[a:b] for a, b in pairwise(bounds)]
+
+    def scored_many(self, queries: list[Side], best: list[list[int]], floor: float,
+                    sides: dict[int, Side] | None = None) -> list[dict[int, float]]:
+        """What search_many gives, from each query's candidates (candidates_many): their sides read in one go
+        (into sides, when given, which may hold some already), and each query's share in each counted."""
         sides = {} if sides is None else sides
         self.read_sides((cid for chosen in best for cid in chosen), sides)
         best = [[cid for cid in chosen if cid in sides] for chosen in best]

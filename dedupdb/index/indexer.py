@@ -97,6 +97,21 @@ VERIFY_PAIRS_AT_ONCE = 1 << 16
 _QUERY_IDS = 1 << 40
 
 
+
+@dataclass(frozen=True)
+class NearCandidates:
+    """What a batch of queries' lookup of the index found (Indexer.candidates_many): each query's stored text of
+    the same text (None for none), and the (query, stored text) pairs to verify, ordered by query."""
+
+    exact: list[int | None]
+    queries: np.ndarray
+    candidates: np.ndarray
+
+    def part(self, start: int, stop: int) -> NearCandidates:
+        """Those of the queries start to stop, numbered from 0 as a batch of their own."""
+        first, end = np.searchsorted(self.queries, [start, stop]).tolist()
+        return NearCandidates(self.exact[start:stop], self.queries[first:end] - start, self.candidates[first:end])
+
 class Indexer:
     def __init__(self, store: Store, settings: Settings, banding: Candidates, fingerprinter: Fingerprinter) -> None:
         self.store = store
@@ -315,11 +330,15 @@ class Indexer:
         """search() of many fingerprints at once, with the same answers: one lookup of the index for all their keys,
         one read of the stored sketches their candidates need, their pairs verified together. sides: stored texts
         read already (a batch query's containment candidates), whose sketches are not read again."""
-        limit = self.settings.threshold if threshold is None else threshold
+        return self.verified_many(fps, self.candidates_many(fps), threshold, sides)
+
+    def candidates_many(self, fps: list[Fingerprint]) -> NearCandidates:
+        """What search_many verifies: each fingerprint's stored text of the same text, and its candidates, from one
+        lookup of the index for all their keys."""
         hashes = [fp.content_hash for fp in fps]
         known = self.store.content_ids_by_hash(list(set(hashes)))
         exact = [known.get(h) for h in hashes]
-        out = [[Match(e, 1.0, 0 if fp.simhash is not None else None, True)] if e else [] for e, fp in zip(exact, fps)]
+        queries = candidates = np.empty(0, np.int64)
         ids, keys = self.rows_of(dict(enumerate(fps)))
         if len(keys):
             stored_keys, stored_ids = self.store.match_index(keys)
@@ -332,6 +351,15 @@ class Indexer:
             queries, candidates = codes >> 32, codes & 0xFFFFFFFF
             not_exact = candidates != np.array([e or -1 for e in exact], np.int64)[queries]
             queries, candidates = queries[not_exact], candidates[not_exact]
+        return NearCandidates(exact, queries, candidates)
+
+    def verified_many(self, fps: list[Fingerprint], found: NearCandidates, threshold: float | None = None,
+                      sides: dict[int, Side] | None = None) -> list[list[Match]]:
+        """What search_many gives, from what candidates_many found for these fingerprints."""
+        limit = self.settings.threshold if threshold is None else threshold
+        exact, queries, candidates = found.exact, found.queries, found.candidates
+        out = [[Match(e, 1.0, 0 if fp.simhash is not None else None, True)] if e else [] for e, fp in zip(exact, fps)]
+        if len(queries):
             judge = self._query_judges.get(limit)
             if judge is None:
                 judge = self._query_judges[limit] = PairJudge(limit, self.settings.sketch_size)
@@ -352,14 +380,14 @@ class Indexer:
             if e:
                 stored.setdefault(e, []).append(q)
         if stored:
-            found = {q: {m.content_id for m in out[q]} for qs in stored.values() for q in qs}
+            listed = {q: {m.content_id for m in out[q]} for qs in stored.values() for q in qs}
             for a, b, jaccard, hamming in self.store.pairs_with(list(stored)):
                 if jaccard < limit:
                     continue
                 for mine, theirs in ((a, b), (b, a)):
                     for q in stored.get(mine, ()):
-                        if theirs not in found[q]:
-                            found[q].add(theirs)
+                        if theirs not in listed[q]:
+                            listed[q].add(theirs)
                             out[q].append(Match(theirs, jaccard, hamming, False))
         for matches in out:
             matches.sort(key=lambda m: (-m.jaccard, m.hamming if m.hamming is not None else 65, m.content_id))

@@ -45,6 +45,13 @@ STDIN = "-"
 # would hold 400 MB a batch, a few batches in flight).
 QUERY_BATCH = 4096
 QUERY_BATCH_CHARS = 16 * 1024 * 1024
+# On a large store a batch is this share of the texts it holds, up to MAX_QUERY_BATCH: a batch's lookups read much
+# the same blocks of the index for 4,096 texts as for 16,384, and at a million texts those blocks are most of it.
+QUERY_BATCH_SHARE = 64
+MAX_QUERY_BATCH = 16384
+# Once a batch's lookups are made, its texts are scored this many at a time: the stored texts their candidates need
+# are read for them together and held until they are answered, so a worker's memory does not grow with the batch.
+QUERIES_SCORED_AT_ONCE = 4096
 # A query text of at least this many bytes in all starts the workers at once; a smaller one is sketched here.
 POOL_AT_ONCE_BYTES = 8 * 1024 * 1024
 _SAMPLE_BYTES = 64 * 1024
@@ -129,7 +136,7 @@ STREAM = "stream"  # standard input: workers at once, each batch out as soon as 
 def answered_batches(
     settings: Settings, items: Iterator[QueryText], workers: int, here: Callable[[list[QueryText]], list],
     there: Callable[[Settings, list[QueryText]], list], source: str = GIVEN,
-    progress: Callable[[QueryText], None] | None = None,
+    progress: Callable[[QueryText], None] | None = None, batch: int | None = None,
 ) -> Iterator[list]:
     """The answers to the items, batch by batch, in order. here(batch) answers a batch in this process; there
     (a module-level function, or a partial of one) answers a batch, or a part of one, in a worker, which sketches
@@ -141,14 +148,15 @@ def answered_batches(
     shared out among them (a stream's batches go out as they come). Any other input is held to its first batch:
     answered here if that is all, else the workers start with the second and take the first too, both shared out
     among them; a third proves the input long, and from it on it goes out as a large file's.
+    batch: texts a batch (query_batch of the store's size; QUERY_BATCH by default).
     Memory stays bounded by the batches in flight, whatever the input's length. progress is called with the last
     item of each batch answered. Until the last answer is taken (or the answers are closed), this process collects
     garbage less often (workers.bulk_collections)."""
     with bulk_collections():
-        yield from _answered_batches(settings, items, workers, here, there, source, progress)
+        yield from _answered_batches(settings, items, workers, here, there, source, progress, batch or QUERY_BATCH)
 
 
-def _answered_batches(settings, items, workers, here, there, source, progress) -> Iterator[list]:
+def _answered_batches(settings, items, workers, here, there, source, progress, batch) -> Iterator[list]:
     large = source != GIVEN
     pool: WorkPool | None = _pool(settings, workers) if large and workers > 0 else None
     ahead = workers if large else 1  # batches in flight beyond the one waited for
@@ -161,14 +169,14 @@ def _answered_batches(settings, items, workers, here, there, source, progress) -
     held: list[QueryText] | None = None
 
     def hand_out(chunk: list[QueryText], spread: bool) -> None:
-        in_flight.append((chunk, pool.submit(there, chunk, part_items=QUERY_BATCH, min_items=1, spread=spread)))
+        in_flight.append((chunk, pool.submit(there, chunk, part_items=batch, min_items=1, spread=spread)))
 
     def take_back() -> list:
         chunk, work = in_flight.popleft()
         return _reported(chunk, work.result(), progress)
 
     try:
-        for chunk in _chunks(items, QUERY_BATCH):
+        for chunk in _chunks(items, batch):
             if workers == 0:
                 yield _reported(chunk, here(chunk), progress)
                 continue
@@ -217,6 +225,11 @@ def _reported(chunk: list[QueryText], answers: list, progress) -> list:
     if progress is not None and chunk:
         progress(chunk[-1])
     return answers
+
+
+def query_batch(stored_texts: int) -> int:
+    """Texts a batch query answers together against a store holding this many distinct texts."""
+    return max(QUERY_BATCH, min(MAX_QUERY_BATCH, stored_texts // QUERY_BATCH_SHARE))
 
 
 def _chunks(items: Iterator[QueryText], size: int) -> Iterator[list[QueryText]]:
