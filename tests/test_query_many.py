@@ -121,6 +121,34 @@ def test_query_many_in_worker_processes(store, monkeypatch, workers):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
+def test_one_batch_on_a_large_store_is_shared_out_when_longer_than_a_small_stores(store, monkeypatch, workers):
+    """On a large store a batch holds more texts (query_batch): an input that is one batch, but longer than a small
+    store's batch (QUERY_BATCH), is shared out among the workers rather than answered on one core; one no longer
+    is answered here, as on a small store."""
+    monkeypatch.setattr(querying, "QUERY_BATCH", 80)
+    monkeypatch.setattr(querying, "query_batch", lambda stored_texts: 200)
+    events = []
+    answer_here, submit = dedupdb.Database._answer_here, querying.WorkPool.submit
+    monkeypatch.setattr(dedupdb.Database, "_answer_here",
+                        lambda self, items, *a, **k: events.append(("here", len(items))) or answer_here(self, items, *a, **k))
+    monkeypatch.setattr(querying.WorkPool, "submit",
+                        lambda self, work, items, **k: events.append(("workers", len(items), k["spread"]))
+                        or submit(self, work, items, **k))
+    texts = (_queries() * 12)[:250]
+    with dedupdb.open(store) as db:
+        results = list(db.query_many(texts[:150], workers=workers))
+        assert events == [("workers", 150, True)]
+        _assert_same(db, texts[:150], results)
+        events.clear()
+        assert [r.id for r in db.query_many(texts[:80], workers=workers)] == [str(i) for i in range(80)]
+        assert events == [("here", 80)]
+        events.clear()
+        results = list(db.query_many(texts, workers=workers))  # two batches: both shared out
+        assert events == [("workers", 200, True), ("workers", 50, True)]
+        _assert_same(db, texts, results)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
 def test_a_large_record_file_gives_each_worker_whole_batches(store, monkeypatch, tmp_path, workers):
     """A record file known to be large starts the workers at once and hands each a whole batch (splitting one
     costs its lookups twice), several in flight, but for the last, shared out among them (one would work while
