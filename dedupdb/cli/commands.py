@@ -1155,10 +1155,10 @@ def _children_running() -> bool:
 
 def _leave(code) -> NoReturn:
     """End the process with a command's exit status. The interpreter's own exit then tears down every module
-    and frees their objects one by one: 0.2 s once the compiled code is loaded (numba's), half of a whole
-    `dedupdb query "..."`. With the command done and nothing else left running in this process, do what that
-    exit would that anyone could see (the exit functions, the streams flushed) and end at once. Every store is
-    closed by then: what this skips is only freeing memory the system takes back anyway."""
+    and frees their objects one by one: 0.19 s after an add of 100,000 reviews, most of it for the compiled code
+    numba loaded. With the command done and nothing else left running in this process, do what that exit would
+    that anyone could see (the exit functions, the streams flushed) and end at once. Every store is closed by
+    then: what this skips is only freeing memory the system takes back anyway."""
     if not (code is None or isinstance(code, int)):
         sys.exit(code)  # a message, which the interpreter prints
     if threading.active_count() > 1 or _children_running():

@@ -97,7 +97,6 @@ VERIFY_PAIRS_AT_ONCE = 1 << 16
 _QUERY_IDS = 1 << 40
 
 
-
 @dataclass(frozen=True)
 class NearCandidates:
     """What a batch of queries' lookup of the index found (Indexer.candidates_many): each query's stored text of
@@ -111,6 +110,7 @@ class NearCandidates:
         """Those of the queries start to stop, numbered from 0 as a batch of their own."""
         first, end = np.searchsorted(self.queries, [start, stop]).tolist()
         return NearCandidates(self.exact[start:stop], self.queries[first:end] - start, self.candidates[first:end])
+
 
 class Indexer:
     def __init__(self, store: Store, settings: Settings, banding: Candidates, fingerprinter: Fingerprinter) -> None:

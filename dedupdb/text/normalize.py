@@ -43,7 +43,9 @@ def _simplified_pairs():
     path = cache_dir() / f"t2s-pairs-{stamp}.npy"
     try:
         pairs = np.load(path, allow_pickle=False)
-        if pairs.dtype == np.uint32 and pairs.ndim == 2 and pairs.shape[1] == 2:
+        # A table cut short to a whole number of rows would still load: the pair every OpenCC has must be in it.
+        if pairs.dtype == np.uint32 and pairs.ndim == 2 and pairs.shape[1] == 2 and np.any(
+                (pairs[:, 0] == ord("氣")) & (pairs[:, 1] == ord("气"))):
             return pairs
     except UNREADABLE_TABLE:
         pass
