@@ -91,12 +91,9 @@ def test_query_many_equals_single_queries(store, monkeypatch, options, candidate
     assert any(r.hits for r in dedupdb.open(store).query_many(texts, workers=0))
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_query_many_in_worker_processes(store, monkeypatch, workers):
-    """The workers answer every batch from their own read of the store, and the answers are query()'s, in order.
-    The first two batches are shared out among them; a third proves the input long, and the batches from it on go
-    out whole (a batch's lookups cost much the same for part of it), but for the last, shared out again."""
-    monkeypatch.setattr(querying, "QUERY_BATCH", 80)
+def _where_batches_go(monkeypatch) -> list[tuple]:
+    """A list that records each batch answered here, ("here", texts), and each handed to the workers, ("workers",
+    texts, shared out or not)."""
     events = []
     answer_here, submit = dedupdb.Database._answer_here, querying.WorkPool.submit
     monkeypatch.setattr(dedupdb.Database, "_answer_here",
@@ -104,6 +101,16 @@ def test_query_many_in_worker_processes(store, monkeypatch, workers):
     monkeypatch.setattr(querying.WorkPool, "submit",
                         lambda self, work, items, **k: events.append(("workers", len(items), k["spread"]))
                         or submit(self, work, items, **k))
+    return events
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_query_many_in_worker_processes(store, monkeypatch, workers):
+    """The workers answer every batch from their own read of the store, and the answers are query()'s, in order.
+    The first two batches are shared out among them; a third proves the input long, and the batches from it on go
+    out whole (a batch's lookups cost much the same for part of it), but for the last, shared out again."""
+    monkeypatch.setattr(querying, "QUERY_BATCH", 80)
+    events = _where_batches_go(monkeypatch)
     texts = (_queries() * 12)[:250]
     with dedupdb.open(store) as db:
         results = list(db.query_many(texts, workers=workers))
@@ -127,13 +134,7 @@ def test_one_batch_on_a_large_store_is_shared_out_when_longer_than_a_small_store
     is answered here, as on a small store."""
     monkeypatch.setattr(querying, "QUERY_BATCH", 80)
     monkeypatch.setattr(querying, "query_batch", lambda stored_texts: 200)
-    events = []
-    answer_here, submit = dedupdb.Database._answer_here, querying.WorkPool.submit
-    monkeypatch.setattr(dedupdb.Database, "_answer_here",
-                        lambda self, items, *a, **k: events.append(("here", len(items))) or answer_here(self, items, *a, **k))
-    monkeypatch.setattr(querying.WorkPool, "submit",
-                        lambda self, work, items, **k: events.append(("workers", len(items), k["spread"]))
-                        or submit(self, work, items, **k))
+    events = _where_batches_go(monkeypatch)
     texts = (_queries() * 12)[:250]
     with dedupdb.open(store) as db:
         results = list(db.query_many(texts[:150], workers=workers))
