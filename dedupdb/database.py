@@ -475,7 +475,7 @@ class Database:
         there = functools.partial(_answer_in_worker, str(self.store.absolute_path), threshold, top, containment)
         here = functools.partial(self._answer_here, threshold=threshold, top=top, containment=containment)
         batches = answered_batches(self.settings, items, workers, here, there, source, progress,
-                                   query_batch(self.store.content_count()))
+                                   query_batch(self.store.content_id_bound()))
         return (answer for answers in batches for answer in answers)
 
     def _answer_here(self, items, threshold, top, containment) -> list[QueryResult]:
@@ -652,7 +652,7 @@ class Database:
         return self.store.count_without_fingerprints()
 
     def is_empty(self) -> bool:
-        return self.store.content_count() == 0
+        return not self.store.holds_contents()
 
     def journal(self) -> list[tuple]:
         """Cleanup batches, newest first: (id, created_at, action, target, undone_at, {status: count})."""

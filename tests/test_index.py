@@ -354,6 +354,30 @@ def test_contents_linked_before_they_are_stored_end_in_the_clusters_relabelling_
     assert final == {c: labels.get(k, k) for c, k in everything.items()}
 
 
+def test_whether_a_store_holds_texts_and_how_many_at_most(tmp_path, db_path):
+    """is_empty() and the estimate batches are sized by (content_id_bound) read neither a count of the contents
+    (a whole index of the table: a quarter of a second at a million before it is cached): the bound is the highest
+    content id, never below the count, and 0 or empty again once every text is gone."""
+    records = tmp_path / "r.jsonl"
+    records.write_text("".join(f'{{"id": "{i}", "text": "{t}"}}\n' for i, t in enumerate([ENGLISH, ENGLISH_OTHER])))
+    with dedupdb.open(db_path) as db:
+        assert db.is_empty() and db.store.content_id_bound() == 0
+        db.add([records], records=RecordOptions("jsonl", id_field="id"))
+        statements = []
+        db.store.conn.set_trace_callback(statements.append)
+        try:
+            assert not db.is_empty()
+            bound = db.store.content_id_bound()
+        finally:
+            db.store.conn.set_trace_callback(None)
+        assert not any("count(" in statement.lower() for statement in statements) and statements
+        count = db.store.content_count()
+        assert count == 2 and bound == max(r[0] for r in db.store.conn.execute("SELECT id FROM contents")) >= count
+        records.write_text("")  # the record file emptied: its documents, and so its texts, go
+        db.add([records], records=RecordOptions("jsonl", id_field="id"))
+        assert db.store.content_count() == 0 and db.is_empty() and db.store.content_id_bound() == 0
+
+
 def test_document_counts_of_texts_repeated_in_a_batch_and_stored_before(tmp_path, db_path):
     """A batch holding a new text three times and a stored one twice: the new content is written with its
     count, the stored one's count grows, and removing documents brings both down (check agrees every time)."""

@@ -514,8 +514,8 @@ def query(
         raise DedupError("give a TEXT to look for, '-' for standard input, or --file PATH")
     empty = "the database is empty; add documents with 'dedupdb add PATH' first"
     with _open(db) as database:
-        # Asked only when nothing is found (or the text is refused): counting a large store's texts costs a cold
-        # query more than its search, and an empty store finds nothing. Its message still comes first.
+        # Asked only when nothing is found (or the text is refused): an empty store finds nothing. Its message still
+        # comes first.
         try:
             hits = database.query(content, threshold=threshold, top=top, containment=containment or None)
         except DedupError:

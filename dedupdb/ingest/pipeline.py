@@ -332,7 +332,7 @@ class Ingest:
         self._progress: Progress | None = None
         self._bytes_total = 0
         self._bytes_before = 0  # of the files done
-        self._stored_before = 0  # distinct texts the store held when this add began
+        self._stored_before = 0  # distinct texts the store held when this add began (at most)
         self._reading_last = False  # the last input is being read: its batches in flight are the add's last
 
     # --- batches in flight -------------------------------------------------------
@@ -429,7 +429,7 @@ class Ingest:
             rows = self.store.files_under(str(root)) if root.is_dir() else [self.store.file_by_path(str(root))]
             self._known.update((row.path, row) for row in rows if row is not None)
         self._progress, self._bytes_total = progress, sum(c.size for c in found)
-        self._stored_before = self.store.content_count()
+        self._stored_before = self.store.content_id_bound()  # for the batches' size, which an estimate serves
         if self._workers > 0 and self._bytes_total >= POOL_AT_ONCE_BYTES:
             # Plainly a large add: the workers start before this process sketches anything, so they are forked
             # small (a process that has sketched Chinese holds its segmenter's dictionary, and every fork a copy), but
