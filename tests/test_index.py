@@ -371,11 +371,11 @@ def test_whether_a_store_holds_texts_and_how_many_at_most(tmp_path, db_path):
         finally:
             db.store.conn.set_trace_callback(None)
         assert not any("count(" in statement.lower() for statement in statements) and statements
-        count = db.store.content_count()
+        count = db.store.counts()["contents"]
         assert count == 2 and bound == max(r[0] for r in db.store.conn.execute("SELECT id FROM contents")) >= count
         records.write_text("")  # the record file emptied: its documents, and so its texts, go
         db.add([records], records=RecordOptions("jsonl", id_field="id"))
-        assert db.store.content_count() == 0 and db.is_empty() and db.store.content_id_bound() == 0
+        assert db.store.counts()["contents"] == 0 and db.is_empty() and db.store.content_id_bound() == 0
 
 
 def test_document_counts_of_texts_repeated_in_a_batch_and_stored_before(tmp_path, db_path):

@@ -94,16 +94,10 @@ class ContainmentIndex:
         shares = shares_in(query, [sides[cid] for cid in best], self.settings.sketch_size)
         return {cid: round(share, 4) for cid, share in zip(best, shares) if share is not None and share >= floor}
 
-    def search_many(self, queries: list[Side], probes: list[np.ndarray], floor: float,
-                    sides: dict[int, Side] | None = None) -> list[dict[int, float]]:
-        """search() of many queries at once, with the same answers: their probes are looked up together (whether a
-        key is common depends on the key alone), and the sides of all their candidates read in one go (into sides,
-        when given, which may hold some already)."""
-        return self.scored_many(queries, self.candidates_many(queries, probes, floor), floor, sides)
-
     def candidates_many(self, queries: list[Side], probes: list[np.ndarray], floor: float) -> list[list[int]]:
-        """The candidates of each query that search_many scores, most shared first: the lookup of their probes,
-        made for all at once."""
+        """The candidates search() would score for each of many queries, most shared first: their probes looked up
+        together (whether a key is common depends on the key alone). scored_many() scores them: the two give what
+        search() gives each query."""
         probes = [np.asarray(p, np.uint64) for p in probes]  # fingerprints and runs alike are distinct already
         owners = np.repeat(np.arange(len(probes), dtype=np.int64), [len(p) for p in probes])
         wanted = np.concatenate(probes) if probes else np.empty(0, np.uint64)
@@ -138,8 +132,8 @@ class ContainmentIndex:
 
     def scored_many(self, queries: list[Side], best: list[list[int]], floor: float,
                     sides: dict[int, Side] | None = None) -> list[dict[int, float]]:
-        """What search_many gives, from each query's candidates (candidates_many): their sides read in one go
-        (into sides, when given, which may hold some already), and each query's share in each counted."""
+        """What search() gives each query, from its candidates (candidates_many): their sides read in one go (into
+        sides, when given, which may hold some already), and each query's share in each counted."""
         sides = {} if sides is None else sides
         self.read_sides((cid for chosen in best for cid in chosen), sides)
         best = [[cid for cid in chosen if cid in sides] for chosen in best]

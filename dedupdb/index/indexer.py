@@ -325,12 +325,10 @@ class Indexer:
         candidates are verified together (compiled, once this process has earned it) rather than one by one."""
         return self.search_many([fp], threshold)[0]
 
-    def search_many(self, fps: list[Fingerprint], threshold: float | None = None,
-                    sides: dict[int, Side] | None = None) -> list[list[Match]]:
+    def search_many(self, fps: list[Fingerprint], threshold: float | None = None) -> list[list[Match]]:
         """search() of many fingerprints at once, with the same answers: one lookup of the index for all their keys,
-        one read of the stored sketches their candidates need, their pairs verified together. sides: stored texts
-        read already (a batch query's containment candidates), whose sketches are not read again."""
-        return self.verified_many(fps, self.candidates_many(fps), threshold, sides)
+        one read of the stored sketches their candidates need, their pairs verified together."""
+        return self.verified_many(fps, self.candidates_many(fps), threshold)
 
     def candidates_many(self, fps: list[Fingerprint]) -> NearCandidates:
         """What search_many verifies: each fingerprint's stored text of the same text, and its candidates, from one
@@ -355,7 +353,8 @@ class Indexer:
 
     def verified_many(self, fps: list[Fingerprint], found: NearCandidates, threshold: float | None = None,
                       sides: dict[int, Side] | None = None) -> list[list[Match]]:
-        """What search_many gives, from what candidates_many found for these fingerprints."""
+        """What search_many gives, from what candidates_many found for these fingerprints. sides: stored texts read
+        already (a batch query's containment candidates), whose sketches are not read again."""
         limit = self.settings.threshold if threshold is None else threshold
         exact, queries, candidates = found.exact, found.queries, found.candidates
         out = [[Match(e, 1.0, 0 if fp.simhash is not None else None, True)] if e else [] for e, fp in zip(exact, fps)]
