@@ -84,6 +84,22 @@ def installed_stamp(package: str) -> str:
 UNREADABLE_TABLE = (OSError, ValueError, EOFError, KeyError)
 
 
+def kept_table(path: Path, derive, fits):
+    """A table derived from installed data (a numpy array): the one kept at path in the cache folder where it reads
+    back whole and fits(table) says it is the one asked for, else derive()'s, kept there (keep_table)."""
+    import numpy as np
+
+    try:
+        table = np.load(path, allow_pickle=False)
+        if fits(table):
+            return table
+    except UNREADABLE_TABLE:
+        pass
+    table = derive()
+    keep_table(path, table)
+    return table
+
+
 def keep_table(path: Path, table) -> None:
     """Write a table derived from installed data (a numpy array) to the cache folder, whole or not at all (another
     process may be reading it)."""

@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 import xxhash
 
-from dedupdb.config import UNREADABLE_TABLE, cache_dir, keep_table
+from dedupdb.config import cache_dir, kept_table
 from dedupdb.jit import njit, types
 from dedupdb.sketch.simhash import fingerprints
 from dedupdb.text.hashing import FMIX_C1, FMIX_C2
@@ -73,16 +73,8 @@ def char_classes() -> np.ndarray:
     Python made it and from which sets: matching every code point took a tenth of a second, before the first batch
     of every process that sketches (an add's workers, a batch query's)."""
     stamp = xxhash.xxh64_hexdigest(repr((sys.version, unicodedata.unidata_version, _CLASS_PATTERNS)).encode())
-    path = cache_dir() / f"char-classes-{stamp}.npy"
-    try:
-        table = np.load(path, allow_pickle=False)
-        if table.dtype == np.uint8 and table.shape == (_UNICODE,) and _classes_look_right(table):
-            return table
-    except UNREADABLE_TABLE:
-        pass
-    table = _matched_classes()
-    keep_table(path, table)
-    return table
+    return kept_table(cache_dir() / f"char-classes-{stamp}.npy", lambda: _matched_classes(),
+                      lambda table: table.dtype == np.uint8 and table.shape == (_UNICODE,) and _classes_look_right(table))
 
 
 def _matched_classes() -> np.ndarray:

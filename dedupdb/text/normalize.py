@@ -37,21 +37,13 @@ def _simplified_pairs():
     normalized a text beyond ASCII (a query's among them) 10-15 ms more and 7 MB."""
     import numpy as np
 
-    from dedupdb.config import UNREADABLE_TABLE, cache_dir, installed_stamp, keep_table
+    from dedupdb.config import cache_dir, installed_stamp, kept_table
 
     stamp = xxhash.xxh64_hexdigest(repr((_PAIRS_VERSION, _CJK_FIRST, _CJK_LAST, installed_stamp("opencc"))).encode())
-    path = cache_dir() / f"t2s-pairs-{stamp}.npy"
-    try:
-        pairs = np.load(path, allow_pickle=False)
-        # A table cut short to a whole number of rows would still load: the pair every OpenCC has must be in it.
-        if pairs.dtype == np.uint32 and pairs.ndim == 2 and pairs.shape[1] == 2 and np.any(
-                (pairs[:, 0] == ord("氣")) & (pairs[:, 1] == ord("气"))):
-            return pairs
-    except UNREADABLE_TABLE:
-        pass
-    pairs = _converted_pairs()
-    keep_table(path, pairs)
-    return pairs
+    # A table cut short to a whole number of rows would still load: the pair every OpenCC has must be in it.
+    return kept_table(cache_dir() / f"t2s-pairs-{stamp}.npy", lambda: _converted_pairs(),
+                      lambda pairs: pairs.dtype == np.uint32 and pairs.ndim == 2 and pairs.shape[1] == 2
+                      and bool(np.any((pairs[:, 0] == ord("氣")) & (pairs[:, 1] == ord("气")))))
 
 
 def _converted_pairs():
