@@ -203,6 +203,49 @@ def test_a_merge_lets_go_of_the_merged_runs_filters_and_rows_before_it_writes(st
     assert runs.faults() == []
 
 
+def test_runs_held_in_memory_merge_there_into_the_blocks_a_merge_from_blocks_writes(tmp_path, small_runs, monkeypatch):
+    """An add's small runs are merged from the rows it holds, reading no block, and the merged run stays in memory;
+    the blocks written are byte for byte those of a merge that reads the runs back from their blocks."""
+    def build(path, memory_entries):
+        monkeypatch.setattr(runs_module, "MEMORY_RUN_ENTRIES", memory_entries)
+        store = Store.open(path)
+        from dedupdb.storage import schema as migrate
+
+        migrate.apply(store.conn, migrate.available())
+        rng = np.random.default_rng(5)
+        readers = []
+        real_reader = runs_module._RunReader.__init__
+
+        def counting_reader(self, owner, run):
+            readers.append(run.id)
+            real_reader(self, owner, run)
+
+        monkeypatch.setattr(runs_module._RunReader, "__init__", counting_reader)
+        try:
+            for _ in range(runs_module.FANOUT ** 2):
+                with store.transaction():
+                    store._index.insert(rng.integers(0, 1 << 45, 35))
+            held = [r.data is not None for r in store._index._current().values()]
+            blocks = store.conn.execute("SELECT first, entries, data FROM run_blocks ORDER BY id").fetchall()
+            assert store._index.faults() == []
+            return readers, held, blocks
+        finally:
+            monkeypatch.setattr(runs_module._RunReader, "__init__", real_reader)
+            store.close()
+
+    monkeypatch.setattr(runs_module, "MERGE_IN_MEMORY_ENTRIES", 10_000)
+    readers, held, in_memory = build(tmp_path / "memory.db", 10_000)
+    assert readers == [] and held == [True]  # FANOUT squared runs merged twice over, no block read
+    readers, held, from_blocks = build(tmp_path / "blocks.db", 0)
+    assert len(readers) == runs_module.FANOUT ** 2 + runs_module.FANOUT and held == [False]
+    assert in_memory == from_blocks
+    # A merge larger than MERGE_IN_MEMORY_ENTRIES reads its runs from their blocks though it holds them: the first
+    # merges (of FANOUT x 35 rows) are made in memory, the last (of FANOUT times that) from blocks.
+    monkeypatch.setattr(runs_module, "MERGE_IN_MEMORY_ENTRIES", 200)
+    readers, held, bounded = build(tmp_path / "bounded.db", 10_000)
+    assert len(readers) == runs_module.FANOUT and held == [False] and bounded == from_blocks
+
+
 def test_a_lookup_with_many_keys_a_block_holds_no_filter_of_a_run_read_from_blocks(store, small_runs, monkeypatch):
     """An add's batch has many keys a block of the large runs: it reads them without their filters (nearly every
     block is read either way) and holds none in memory, a merged run's included; a lookup of few keys still takes

@@ -42,6 +42,10 @@ from dedupdb.text.hashing import distinct, distinct_of_sorted
 # the newest rows, are where most probes of a growing store land, and the levels below it take at most 3 x 5.2
 # million entries (128 MiB) however large the store.
 MEMORY_RUN_ENTRIES = 1 << 22
+# Runs held in memory are merged there up to this many entries in all (8 MiB): the merges of an add's small levels.
+# A larger merge reads its runs from their blocks, a few at a time, as a merge of runs not held does: merged in
+# memory, it would hold them and their sorted copy at once (some 60 MB more at four million entries).
+MERGE_IN_MEMORY_ENTRIES = 1 << 20
 # Unfiltered lookups of a run by one connection after which it gets its filter anyway (Runs.lookup).
 WARM_PROBES = 16
 # A compacted run's kept filter is taken by a process that probes it WARM_PROBES times when no larger than this
@@ -321,9 +325,42 @@ class Runs:
             self._merge(runs, sorted(by_level[full[0]], key=lambda r: r.id))
 
     def _merge(self, runs: dict[int, _Run], merged: list[_Run], whole: int | None = None) -> None:
-        """One run of all rows of `merged`, written in order while they are read in order: a k-way merge in
-        bounded memory (a few blocks of each run at a time); its blocks of `whole` entries' bytes when given."""
+        """One run of all rows of `merged`: from the rows held in memory when all are and the merge is small
+        (MERGE_IN_MEMORY_ENTRIES), else written in order while they are read in order from their blocks, a k-way
+        merge in bounded memory (a few blocks of each run at a time); its blocks of `whole` entries' bytes when
+        given."""
         total = sum(r.entries for r in merged)
+        if whole is None and total <= min(MERGE_IN_MEMORY_ENTRIES, MEMORY_RUN_ENTRIES) and all(
+                r.data is not None for r in merged):
+            # Small runs an ingest holds in memory (most merges of an add) are merged there: reading their blocks
+            # back, and the merged run's again at the next probe, cost more than the merge itself.
+            joined = np.concatenate([r.data for r in merged])
+            for run in merged:  # let go before the sort's scratch is taken
+                run.filter, run.data = None, None
+            joined.sort(kind="stable")  # sorted stretches: a merge of them
+            out = self._new_run(level_of(total), total)
+            repeated = joined[1:] == joined[:-1]  # none, as rows are stored once: no copy without them
+            if repeated.any():
+                joined = joined[np.concatenate(([True], ~repeated))]
+            self._write_blocks(out, joined)
+            out.data = joined  # what the next probe would read back whole
+        else:
+            out = self._merged_from_blocks(merged, total, whole)
+        out.level = level_of(out.entries)
+        self._finish_run(out)
+        if out.filter_kept and out.entries > MEMORY_RUN_ENTRIES:
+            out.filter = None  # read from the store when a lookup needs it; a large add reads such runs without one
+        ids = [r.id for r in merged]
+        for chunk in _chunks(ids):
+            marks = ",".join("?" * len(chunk))
+            self.conn.execute(f"DELETE FROM run_blocks WHERE run IN ({marks})", chunk)
+            self.conn.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
+        for run_id in ids:
+            del runs[run_id]
+        runs[out.id] = out
+        self._changed()
+
+    def _merged_from_blocks(self, merged: list[_Run], total: int, whole: int | None) -> _Run:
         # The merged runs are read from their blocks and dropped after: their filters and copies in memory are
         # let go first, so that the largest merge does not hold the old filters beside the new (64 MB at ten
         # million documents). Should the merge fail, they are read again when next needed (None means "not made").
@@ -343,19 +380,7 @@ class Runs:
         rest = np.concatenate([pending] + [r.take_through(np.iinfo(np.int64).max) for r in readers])
         rest.sort()
         self._write_blocks(out, distinct_of_sorted(rest), whole=whole)
-        out.level = level_of(out.entries)
-        self._finish_run(out)
-        if out.filter_kept and out.entries > MEMORY_RUN_ENTRIES:
-            out.filter = None  # read from the store when a lookup needs it; a large add reads such runs without one
-        ids = [r.id for r in merged]
-        for chunk in _chunks(ids):
-            marks = ",".join("?" * len(chunk))
-            self.conn.execute(f"DELETE FROM run_blocks WHERE run IN ({marks})", chunk)
-            self.conn.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
-        for run_id in ids:
-            del runs[run_id]
-        runs[out.id] = out
-        self._changed()
+        return out
 
     # --- reading ----------------------------------------------------------------------------------
 
