@@ -23,6 +23,13 @@ Usage:
     python scripts/bench_add.py --records-only --cli-workers 1 2
                                                      # one JSONL file only (no .txt files, datasketch or simhash),
                                                      # the command line's add with 1 and with 2 workers, beside rensa
+    python scripts/bench_add.py --records-only --pairs 5
+                                                     # five timing pairs: the command line's add, unwatched, then
+                                                     # rensa, alternately; the ratio of each pair and their median
+
+The command line's add is run twice over at least: once watched (its memory and each process's CPU, sampled every
+50 ms by this process, which costs the machine some CPU of its own), and in the timing pairs unwatched, as a user
+runs it, each pair beside a run of rensa made just after it (so a slower minute of a shared machine slows both).
 """
 
 from __future__ import annotations
@@ -264,12 +271,7 @@ def bench_cli_memory(corpus: Path, workdir: Path, workers: int | None = None) ->
     import os
 
     db_path = workdir / "bench-cli.db"
-    for p in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
-        if p.exists():
-            p.unlink()
-    command = [sys.executable, "-m", "dedupdb", "--db", str(db_path), "add", str(corpus), "--id-field", "id"]
-    if workers is not None:
-        command += ["--workers", str(workers)]
+    command = cli_add_command(corpus, db_path, workers)
     each: dict[int, list[int]] = {}
     ticks: dict[int, int] = {}
     measured = run_measured(command, "dedupdb add", each, ticks)
@@ -278,6 +280,30 @@ def bench_cli_memory(corpus: Path, workdir: Path, workers: int | None = None) ->
                  for pid, (rss, pss) in each.items()]
     return {"seconds": measured["seconds"], "peak_rss": measured["peak_rss"], "peak_pss": measured["peak_pss"],
             "db_bytes": db_bytes(db_path), "processes": processes}
+
+
+def cli_add_command(corpus: Path, db_path: Path, workers: int | None = None) -> list[str]:
+    """`dedupdb add corpus.jsonl` as a user runs it, onto a store of its own (emptied first)."""
+    for p in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+        if p.exists():
+            p.unlink()
+    command = [sys.executable, "-m", "dedupdb", "--db", str(db_path), "add", str(corpus), "--id-field", "id"]
+    return command + (["--workers", str(workers)] if workers is not None else [])
+
+
+def timing_pairs(texts: list[str], corpus: Path, workdir: Path, pairs: int, perms: int, bands: int) -> list[tuple[float, float]]:
+    """(seconds of `dedupdb add corpus.jsonl` in a process of its own, unwatched, seconds of rensa just after it),
+    `pairs` times over."""
+    out = []
+    for _ in range(pairs):
+        command = cli_add_command(corpus, workdir / "bench-timed.db")
+        started = time.perf_counter()
+        done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        seconds = time.perf_counter() - started
+        if done.returncode != 0:
+            sys.exit(f"dedupdb add failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}")
+        out.append((seconds, bench_rensa(texts, perms, bands)["seconds"]))
+    return out
 
 
 def word_bigrams(text: str) -> list[str]:
@@ -357,6 +383,8 @@ def main() -> None:
     parser.add_argument("--cli-workers", type=int, nargs="*", default=[],
                         help="run the command line's add once with each of these --workers (default: once, with its "
                              "default)")
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="timing pairs of the command line's add (unwatched) and rensa, alternately (0: none; odd counts have a median pair)")
     parser.add_argument("--profile", action="store_true", help="run the dedupdb add under cProfile and print hotspots")
     parser.add_argument("--profile-top", type=int, default=25, help="rows of the cProfile listing")
     args = parser.parse_args()
@@ -447,6 +475,17 @@ def main() -> None:
         bands = own // optimal_banding(dedupdb.Settings().threshold, own).rows
         rs = bench_rensa(texts, own, bands)
         rows.append((f"rensa RMinHash+LSH {own} perm ({rs['banding']})", rs["docs"], rs["seconds"], rs["rss_mb"], False))
+        if args.pairs > 0 and sys.platform.startswith("linux"):
+            timed = timing_pairs(texts, args.workdir / "corpus.jsonl", args.workdir, args.pairs, own, bands)
+            print("\ntiming pairs, `dedupdb add corpus.jsonl` (default workers, unwatched) then rensa: "
+                  + "; ".join(f"{a:.2f} s / {b:.2f} s = {b / a:.2f}x" for a, b in timed))
+            ratios = sorted(b / a for a, b in timed)
+            middle = sorted(timed, key=lambda pair: pair[1] / pair[0])[len(timed) // 2]
+            print(f"  `dedupdb add corpus.jsonl` against rensa, the median of {len(timed)} pairs: "
+                  f"{ratios[len(ratios) // 2]:.2f}x (from {ratios[0]:.2f}x to {ratios[-1]:.2f}x)")
+            rows.append((f"dedupdb add CLI, unwatched (median pair of {len(timed)})", r["docs"], middle[0], float("nan"),
+                         False))
+            rows.append(("rensa, that pair's run", r["docs"], middle[1], float("nan"), False))
         for perms in [] if args.records_only else [own] + [p for p in args.peer_perms if p != own]:
             ds = bench_datasketch(texts, perms)
             rows.append((f"datasketch MinHash+LSH {perms} perm ({ds['banding']})", ds["docs"], ds["seconds"],
@@ -461,7 +500,7 @@ def main() -> None:
     rensa = next((r for r in rows if r[0].startswith("rensa")), None)
     if rensa:
         print("\n" + "; ".join(f"{name}: {docs / seconds / (rensa[1] / rensa[2]):.2f}x rensa"
-                               for name, docs, seconds, _, _ in rows if name.startswith("dedupdb")))
+                               for name, docs, seconds, _, _ in rows if name.startswith("dedupdb") and "unwatched" not in name))
     base_rate = base[1] / base[2] if base else None
     print(f"\n{'tool':<40} {'docs':>8} {'seconds':>9} {'docs/s':>9} {'vs datasketch':>14} {'peak RSS MB':>12}")
     print("-" * 96)
