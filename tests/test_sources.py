@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import importlib.util
+
 import codecs
 
 import pytest
@@ -77,6 +79,29 @@ def test_normalize_lines_matches_normalize(lines):
     assert normalize_lines(lines) == [normalize(line) for line in lines]
 
 
+def test_normalize_lines_matches_normalize_for_every_character():
+    """Each character of the Basic Multilingual Plane (but the newline, which parts lines, and surrogates), and
+    characters beyond it that case-fold or not, in a few neighbourhoods: beside letters of both cases, before a
+    combining mark, between spaces of other kinds, after a character that folds to two."""
+    codes = [c for c in range(0x10000) if c != 0x0A and not 0xD800 <= c < 0xE000]
+    codes += [0x10400, 0x10428, 0x104B0, 0x1E900, 0x1F600, 0x1F1E6, 0x20000, 0x2F800, 0xE0041]
+    import sys
+
+    for shape in ("a{}B", "{}\u0301", " \u3000{}\xa0 ", "ß{}Ｃ"):
+        lines = [shape.format(chr(c)) for c in codes]
+        expected = [normalize(line) for line in lines]
+        compiled = sys.modules.pop("dedupdb.sketch.fastsketch", None)
+        try:
+            assert normalize_lines(lines) == expected, shape  # collapsed by bytes methods
+        finally:
+            if compiled is not None:
+                sys.modules["dedupdb.sketch.fastsketch"] = compiled
+        if importlib.util.find_spec("numba") is not None:
+            import dedupdb.sketch.fastsketch  # noqa: F401
+
+            assert normalize_lines(lines) == expected, shape  # collapsed by the compiled pass
+
+
 # Every ASCII character str.split() splits on but the newline (lines hold none), beside letters of both cases.
 _ASCII_LINE = st.text(st.sampled_from(list("aB zZ09 ,.") + ["\t", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f"]), max_size=30)
 
@@ -112,7 +137,8 @@ def test_normalize_lines_of_ascii_matches_normalize_with_and_without_compiled_co
         assert normalize_lines(lines) == expected
     finally:
         sys.modules["dedupdb.sketch.fastsketch"] = fastsketch
-    assert len(calls) == (1 if any(line.isascii() for line in lines) else 0)  # the compiled pass collapsed them
+    # The compiled pass collapsed the ASCII lines together, and the others that normalize() was not needed for.
+    assert (1 if any(line.isascii() for line in lines) else 0) <= len(calls) <= (1 if other_lines else 0) + 1
 
 
 @settings(max_examples=200, deadline=None)
@@ -160,6 +186,36 @@ def test_the_traditional_to_simplified_pairs_are_kept_and_checked(monkeypatch):
         assert len(calls) == 4
     finally:
         normalizing._fold_table.cache_clear()
+
+
+def test_the_code_point_table_is_kept_and_checked(monkeypatch):
+    """The block path's map of code points is kept in the cache folder and read back, not derived again; a file
+    there that is not that map is derived again and replaced, and lines beyond ASCII still normalize as one by one."""
+    import numpy as np
+
+    from dedupdb.config import cache_dir
+    from dedupdb.text import normalize as normalizing
+
+    lines = ["ＡＢＣ  天氣\u2028Straße", "Ǆemal\xa0é", "𐐀 😀 ok"]
+    normalizing._code_point_table.cache_clear()
+    try:
+        derived = normalizing._mapped_code_points()
+        assert normalize_lines(lines) == [normalize(line) for line in lines]
+        kept = list(cache_dir().glob("code-points-*.npy"))
+        assert len(kept) == 1 and np.array_equal(np.load(kept[0]), derived)
+        calls = []
+        monkeypatch.setattr(normalizing, "_mapped_code_points", lambda: calls.append(1) or derived.copy())
+        normalizing._code_point_table.cache_clear()
+        assert normalize_lines(lines) == [normalize(line) for line in lines] and not calls
+        for damage in (lambda path: path.write_bytes(path.read_bytes()[:1000]), lambda path: path.write_bytes(b""),
+                       lambda path: np.save(path, derived[:100]), lambda path: np.save(path, np.arange(0x10000, dtype=np.uint32))):
+            damage(kept[0])
+            normalizing._code_point_table.cache_clear()
+            assert normalize_lines(lines) == [normalize(line) for line in lines]
+            assert np.array_equal(np.load(kept[0]), derived)  # replaced
+        assert len(calls) == 4
+    finally:
+        normalizing._code_point_table.cache_clear()
 
 
 # --- which files a folder walk takes ----------------------------------------------------------------------

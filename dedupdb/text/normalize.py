@@ -37,13 +37,20 @@ def _simplified_pairs():
     normalized a text beyond ASCII (a query's among them) 10-15 ms more and 7 MB."""
     import numpy as np
 
-    from dedupdb.config import cache_dir, installed_stamp, kept_table
+    from dedupdb.config import cache_dir, kept_table
 
-    stamp = xxhash.xxh64_hexdigest(repr((_PAIRS_VERSION, _CJK_FIRST, _CJK_LAST, installed_stamp("opencc"))).encode())
+    stamp = xxhash.xxh64_hexdigest(_pairs_source().encode())
     # A table cut short to a whole number of rows would still load: the pair every OpenCC has must be in it.
     return kept_table(cache_dir() / f"t2s-pairs-{stamp}.npy", lambda: _converted_pairs(),
                       lambda pairs: pairs.dtype == np.uint32 and pairs.ndim == 2 and pairs.shape[1] == 2
                       and bool(np.any((pairs[:, 0] == ord("氣")) & (pairs[:, 1] == ord("气")))))
+
+
+def _pairs_source() -> str:
+    """What the t2s pairs follow from: this code's version of them and the OpenCC installed."""
+    from dedupdb.config import installed_stamp
+
+    return repr((_PAIRS_VERSION, _CJK_FIRST, _CJK_LAST, installed_stamp("opencc")))
 
 
 def _converted_pairs():
@@ -70,24 +77,63 @@ def normalize(text: str) -> str:
 
 
 _FULL_WIDTH_FIRST, _FULL_WIDTH_LAST, _FULL_WIDTH_OFFSET = 0xFF01, 0xFF5E, 0xFEE0
-_NEEDS_CARE = "\uffff"  # marks invisible characters in the block path: those lines take the careful path
+# Marks, in the block path, a character that needs normalize() itself (invisible, or case-folding to several
+# characters): those lines take the careful path.
+_NEEDS_CARE = "\uffff"
+
+
+# Bump when what _code_point_table maps changes.
+_TABLE_VERSION = 1
 
 
 @lru_cache(maxsize=1)
 def _code_point_table():
-    """A uint32 map over the Basic Multilingual Plane of what normalize() does one character at a time without
-    changing NFKC's outcome: full-width ASCII to ASCII, the ideographic space to a space, traditional to
-    simplified Chinese; invisible characters go to a marker."""
+    """_mapped_code_points(), kept in the cache folder for this Unicode database and these t2s pairs: deriving it
+    takes 30-40 ms, a process's first batch of lines beyond ASCII."""
     import numpy as np
 
-    table = np.arange(0x10000, dtype=np.uint32)
-    table[_FULL_WIDTH_FIRST : _FULL_WIDTH_LAST + 1] -= _FULL_WIDTH_OFFSET
-    table[0x3000] = ord(" ")
+    from dedupdb.config import cache_dir, kept_table
+
+    stamp = xxhash.xxh64_hexdigest(repr((_TABLE_VERSION, unicodedata.unidata_version, _pairs_source())).encode())
+    return kept_table(cache_dir() / f"code-points-{stamp}.npy", _mapped_code_points,
+                      lambda table: table.dtype == np.uint32 and table.shape == (0x10000,)
+                      and table[ord("A")] == ord("a") and table[0x3000] == ord(" ") and table[ord("氣")] == ord("气"))
+
+
+def _mapped_code_points():
+    """A uint32 map over the Basic Multilingual Plane of what normalize() does one character at a time without
+    changing NFKC's outcome: case folding (where a character folds to one), full-width ASCII to ASCII, the
+    ideographic space to a space, traditional to simplified Chinese, and every other character str.split() takes for
+    whitespace (the newline aside: it parts lines) to a space; invisible characters, and those that fold to
+    several, go to a marker."""
+    import numpy as np
+
+    after_folding = np.arange(0x10000, dtype=np.uint32)
+    after_folding[_FULL_WIDTH_FIRST : _FULL_WIDTH_LAST + 1] -= _FULL_WIDTH_OFFSET
+    after_folding[0x3000] = ord(" ")
     fold, _ = _fold_table()
     for code, target in fold.items():
         if code < 0x10000:
-            table[code] = ord(_NEEDS_CARE) if target is None else ord(target)
+            after_folding[code] = ord(_NEEDS_CARE) if target is None else ord(target)
+    # Case folding comes first, as in normalize(): a character's entry is that of what it folds to.
+    # Folded all at once, parted by a character that folds to itself (surrogates too fold to themselves).
+    folded = "\x00".join(map(chr, range(1, 0x10000))).casefold().split("\x00")
+    single = np.array([True] + [len(f) == 1 for f in folded])
+    targets = np.array([0] + [ord(f[0]) for f in folded], np.uint32)
+    table = np.full(0x10000, ord(_NEEDS_CARE), np.uint32)
+    inside = single & (targets < 0x10000)
+    table[inside] = after_folding[targets[inside]]
+    table[single & ~inside] = targets[single & ~inside]  # none today: a character of this plane folding beyond it
+    spaces = [ord(c) for c in re.findall(r"\s", "".join(map(chr, range(0x10000)))) if c != "\n"]  # str.isspace()'s
+    table[np.isin(table, np.array(spaces, np.uint32))] = ord(" ")
     return table
+
+
+@lru_cache(maxsize=256)
+def _folds(code: int) -> bool:
+    """Whether a character beyond the Basic Multilingual Plane changes when case-folded (Deseret, Osage, ...:
+    the block path leaves such lines to normalize())."""
+    return chr(code).casefold() != chr(code)
 
 
 # What str.split() takes for whitespace among ASCII characters, besides the space and the newline.
@@ -107,15 +153,20 @@ def collapsed_ascii(data: bytes) -> list[str]:
     its runs of spaces made one and none at either end: " ".join(line.split()) of each, without a string per
     word. Where the compiled sketching is loaded (a worker, a large add) it does this in one pass, several times
     faster than these bytes methods."""
+    return _collapsed(data, "ascii")
+
+
+def _collapsed(data: bytes, encoding: str) -> list[str]:
+    """collapsed_ascii() of lines in ASCII or UTF-8 (no byte of a character beyond ASCII is a space or a newline)."""
     fast = sys.modules.get(_COMPILED)
     if fast is not None and not compiled.loading():  # not while a thread imports it (compiled.load_aside)
         import numpy as np
 
-        return fast.collapse_spaces(np.frombuffer(data, np.uint8)).tobytes().decode("ascii").split("\n")
+        return fast.collapse_spaces(np.frombuffer(data, np.uint8)).tobytes().decode(encoding).split("\n")
     if b"  " in data:
         data = _SPACES.sub(b" ", data)
     data = data.replace(b" \n", b"\n").replace(b"\n ", b"\n").strip(b" ")
-    return data.decode("ascii").split("\n")
+    return data.decode(encoding).split("\n")
 
 
 def normalize_lines(lines: list[str]) -> list[str]:
@@ -141,14 +192,22 @@ def normalize_lines(lines: list[str]) -> list[str]:
 def _normalized_other(lines: list[str]) -> list[str]:
     import numpy as np
 
-    block = "\n".join(lines).casefold()
-    points = np.frombuffer(block.encode("utf-32-le"), dtype="<u4")
-    mapped = np.where(points < 0x10000, _code_point_table()[points & 0xFFFF], points)
-    if not np.array_equal(mapped, points):
-        block = mapped.astype("<u4").tobytes().decode("utf-32-le")
-    out = block.split("\n")
+    points = np.frombuffer("\n".join(lines).encode("utf-32-le"), dtype="<u4")
+    mapped = _code_point_table()[points & 0xFFFF]
+    beyond = points >= 0x10000
+    if beyond.any():  # emoji and the like, kept; the few that case-fold send their line to normalize()
+        kept = points[beyond]
+        mapped[beyond] = np.where(np.fromiter(map(_folds, kept.tolist()), bool, len(kept)), ord(_NEEDS_CARE), kept)
+    out = mapped.astype("<u4").tobytes().decode("utf-32-le").split("\n")
     quick = unicodedata.is_normalized
-    return [
-        " ".join(text.split()) if quick("NFKC", text) and _NEEDS_CARE not in text else normalize(original)
-        for text, original in zip(out, lines)
-    ]
+    easy = [i for i, text in enumerate(out) if _NEEDS_CARE not in text and quick("NFKC", text)]
+    # Whitespace is all spaces now: the lines normalize() needs not are collapsed together, as ASCII lines are.
+    if easy:
+        for i, text in zip(easy, _collapsed("\n".join([out[i] for i in easy]).encode("utf-8"), "utf-8")):
+            out[i] = text
+    if len(easy) < len(out):
+        taken = set(easy)
+        for i, original in enumerate(lines):
+            if i not in taken:
+                out[i] = normalize(original)
+    return out
