@@ -82,12 +82,13 @@ def test_normalize_lines_matches_normalize(lines):
 def test_normalize_lines_matches_normalize_for_every_character():
     """Each character of the Basic Multilingual Plane (but the newline, which parts lines, and surrogates), and
     characters beyond it that case-fold or not, in a few neighbourhoods: beside letters of both cases, before a
-    combining mark, between spaces of other kinds, after a character that folds to two."""
+    combining mark, between spaces of other kinds, after a character that folds to two; in lines short and long
+    (collapsed each by itself, or together)."""
     codes = [c for c in range(0x10000) if c != 0x0A and not 0xD800 <= c < 0xE000]
     codes += [0x10400, 0x10428, 0x104B0, 0x1E900, 0x1F600, 0x1F1E6, 0x20000, 0x2F800, 0xE0041]
     import sys
 
-    for shape in ("a{}B", "{}\u0301", " \u3000{}\xa0 ", "ß{}Ｃ"):
+    for shape in ("a{}B", "{}\u0301", " \u3000{}\xa0 ", "ß{}Ｃ", "Été  d{}E\t" + "Été  dE\t" * 20, "\u2028 {}" + " ok" * 50):
         lines = [shape.format(chr(c)) for c in codes]
         expected = [normalize(line) for line in lines]
         compiled = sys.modules.pop("dedupdb.sketch.fastsketch", None)

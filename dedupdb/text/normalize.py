@@ -136,6 +136,9 @@ def _folds(code: int) -> bool:
     return chr(code).casefold() != chr(code)
 
 
+# Characters from which a line beyond ASCII is collapsed with the others rather than by itself (_normalized_other).
+_LONG_LINE = 128
+
 # What str.split() takes for whitespace among ASCII characters, besides the space and the newline.
 _ASCII_SPACES = b"\t\x0b\x0c\r\x1c\x1d\x1e\x1f"
 _UPPER, _LOWER = bytes(range(65, 91)), bytes(range(97, 123))
@@ -201,9 +204,16 @@ def _normalized_other(lines: list[str]) -> list[str]:
     out = mapped.astype("<u4").tobytes().decode("utf-32-le").split("\n")
     quick = unicodedata.is_normalized
     easy = [i for i, text in enumerate(out) if _NEEDS_CARE not in text and quick("NFKC", text)]
-    # Whitespace is all spaces now: the lines normalize() needs not are collapsed together, as ASCII lines are.
-    if easy:
-        for i, text in zip(easy, _collapsed("\n".join([out[i] for i in easy]).encode("utf-8"), "utf-8")):
+    # Whitespace is all spaces now: of the lines normalize() is not needed for, the long are collapsed together, as
+    # ASCII lines are (a review with an accent: 4 us against 24), the short each by itself (a shorter way for them).
+    long = []
+    for i in easy:
+        if len(out[i]) > _LONG_LINE:
+            long.append(i)
+        else:
+            out[i] = " ".join(out[i].split())
+    if long:
+        for i, text in zip(long, _collapsed("\n".join([out[i] for i in long]).encode("utf-8"), "utf-8")):
             out[i] = text
     if len(easy) < len(out):
         taken = set(easy)
