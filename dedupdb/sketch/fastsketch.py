@@ -73,7 +73,7 @@ def char_classes() -> np.ndarray:
     Python made it and from which sets: matching every code point took a tenth of a second, before the first batch
     of every process that sketches (an add's workers, a batch query's)."""
     stamp = xxhash.xxh64_hexdigest(repr((sys.version, unicodedata.unidata_version, _CLASS_PATTERNS)).encode())
-    return kept_table(cache_dir() / f"char-classes-{stamp}.npy", lambda: _matched_classes(),
+    return kept_table(cache_dir() / f"char-classes-{stamp}.npy", _matched_classes,
                       lambda table: table.dtype == np.uint8 and table.shape == (_UNICODE,) and _classes_look_right(table))
 
 

@@ -340,9 +340,7 @@ class Runs:
                 run.filter, run.data = None, None
             joined.sort(kind="stable")  # sorted stretches: a merge of them
             out = self._new_run(level_of(total), total)
-            repeated = joined[1:] == joined[:-1]  # none, as rows are stored once: no copy without them
-            if repeated.any():
-                joined = joined[np.concatenate(([True], ~repeated))]
+            joined = distinct_of_sorted(joined)  # no copy: rows are stored once
             self._write_blocks(out, joined)
             out.data = joined  # what the next probe would read back whole
         else:

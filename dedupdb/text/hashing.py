@@ -51,10 +51,11 @@ def distinct(values: np.ndarray) -> np.ndarray:
 
 
 def distinct_of_sorted(values: np.ndarray) -> np.ndarray:
-    """distinct() of values already sorted: no sort again."""
+    """distinct() of values already sorted: no sort again, and values themselves (no copy) when none repeats."""
     if len(values) < 2:
         return values
-    return values[np.concatenate(([True], values[1:] != values[:-1]))]
+    fresh = values[1:] != values[:-1]
+    return values if fresh.all() else values[np.concatenate(([True], fresh))]
 
 
 def distinct_first_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -41,7 +41,7 @@ def _simplified_pairs():
 
     stamp = xxhash.xxh64_hexdigest(_pairs_source().encode())
     # A table cut short to a whole number of rows would still load: the pair every OpenCC has must be in it.
-    return kept_table(cache_dir() / f"t2s-pairs-{stamp}.npy", lambda: _converted_pairs(),
+    return kept_table(cache_dir() / f"t2s-pairs-{stamp}.npy", _converted_pairs,
                       lambda pairs: pairs.dtype == np.uint32 and pairs.ndim == 2 and pairs.shape[1] == 2
                       and bool(np.any((pairs[:, 0] == ord("氣")) & (pairs[:, 1] == ord("气")))))
 
