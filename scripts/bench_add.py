@@ -291,19 +291,21 @@ def cli_add_command(corpus: Path, db_path: Path, workers: int | None = None) -> 
     return command + (["--workers", str(workers)] if workers is not None else [])
 
 
+def unwatched_seconds(command: list[str], label: str) -> float:
+    """Wall time of a command in a process of its own, its output thrown away and nothing sampling it."""
+    started = time.perf_counter()
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"{label} failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}")
+    return seconds
+
+
 def timing_pairs(texts: list[str], corpus: Path, workdir: Path, pairs: int, perms: int, bands: int) -> list[tuple[float, float]]:
     """(seconds of `dedupdb add corpus.jsonl` in a process of its own, unwatched, seconds of rensa just after it),
     `pairs` times over."""
-    out = []
-    for _ in range(pairs):
-        command = cli_add_command(corpus, workdir / "bench-timed.db")
-        started = time.perf_counter()
-        done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        seconds = time.perf_counter() - started
-        if done.returncode != 0:
-            sys.exit(f"dedupdb add failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}")
-        out.append((seconds, bench_rensa(texts, perms, bands)["seconds"]))
-    return out
+    return [(unwatched_seconds(cli_add_command(corpus, workdir / "bench-timed.db"), "dedupdb add"),
+             bench_rensa(texts, perms, bands)["seconds"]) for _ in range(pairs)]
 
 
 def word_bigrams(text: str) -> list[str]:

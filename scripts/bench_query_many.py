@@ -59,18 +59,6 @@ def copy_store(source: Path, target: Path) -> None:
     shutil.copyfile(source, target)
 
 
-def unwatched_seconds(command: list[str], label: str) -> float:
-    """Wall time of a command in a process of its own, its output thrown away and nothing sampling it."""
-    import subprocess
-
-    started = time.perf_counter()
-    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        sys.exit(f"{label} failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}")
-    return seconds
-
-
 def library_comparison(db_path: Path, texts: list[str]) -> dict:
     """query_many of the texts against a query() each, on one open store, after a warm-up of both."""
     with dedupdb.open(db_path, create=False) as db:
@@ -163,9 +151,9 @@ def main() -> None:
     # are not, each query beside an add made just after it, so that a slower minute of a shared machine slows both.
     pairs = []
     for _ in range(args.pairs):
-        query_seconds = unwatched_seconds(query_command, "query --records")
+        query_seconds = bench_add.unwatched_seconds(query_command, "query --records")
         copy_store(db_path, copy)
-        pairs.append((query_seconds, unwatched_seconds(add_command, "add")))
+        pairs.append((query_seconds, bench_add.unwatched_seconds(add_command, "add")))
     zh = None
     if args.zh_n:
         zh_path = tmpdir / "zh.jsonl"
