@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import asdict, dataclass, fields
@@ -91,7 +92,8 @@ def kept_table(path: Path, derive, fits):
 
     try:
         table = np.load(path, allow_pickle=False)
-        if fits(table):
+        # A zip file at the path loads as an archive of arrays, not one: another's file, as unreadable ones are.
+        if isinstance(table, np.ndarray) and fits(table):
             return table
     except UNREADABLE_TABLE:
         pass
@@ -105,14 +107,17 @@ def keep_table(path: Path, table) -> None:
     process may be reading it)."""
     import numpy as np
 
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         with open(partial, "wb") as f:
             np.save(f, table, allow_pickle=False)
         os.replace(partial, path)
     except OSError:
-        pass  # a cache that cannot be written: the table is derived again next time
+        # A cache that cannot be written (a full disk, a folder in the way): the table is derived again next time,
+        # and no partial copy is left behind by each process that tried.
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from dedupdb.sketch.winnowing import Side
 from dedupdb.sketch.winnowing import pair_scores, pair_similarity
 from dedupdb.storage.rows import DocumentRow, HitDocument
 from dedupdb.storage.store import Store
-from dedupdb.text.normalize import normalize
+from dedupdb.text.normalize import normalize, valid_utf8
 
 if TYPE_CHECKING:  # the ingest and export machinery loads when first used: a query never needs it
     from dedupdb.index.check import CheckReport
@@ -386,6 +386,10 @@ class Database:
         normalized = normalize(text)
         if not normalized:
             raise InputError("the query text is empty")
+        if not normalized.isascii() and not valid_utf8(normalized):
+            from dedupdb.ingest.querying import NOT_UNICODE
+
+            raise InputError(NOT_UNICODE)
         if numpy_seconds(self.settings) >= QUERIES_COMPILED_AFTER_SECONDS and not compiled.loaded_aside():
             from dedupdb.ingest.workers import compiled_for_queries
 

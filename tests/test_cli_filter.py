@@ -92,6 +92,21 @@ def test_filter_jsonl_with_ids_and_bad_lines():
     assert json.loads(dropped)["duplicate_of"] == "a"
 
 
+def test_filter_jsonl_takes_half_a_surrogate_pair_for_a_bad_record(runner):
+    """A JSON escape can name half a surrogate pair, in the text or the id: that record is a bad one, with its line,
+    and the stream goes on (it stopped there, with an error about arguments)."""
+    text = ('{"id": "a", "text": "caf\\u00e9 \\ud800 ok"}\n{"id": "b", "text": "%s"}\n'
+            '{"id": "\\udc00", "text": "x y"}\n{"id": "c", "text": "%s"}\n') % (ENGLISH, CHINESE)
+    out, report, _ = _run(text, records=RecordOptions("jsonl", "text", "id"))
+    assert [json.loads(line)["id"] for line in out.splitlines()] == ["b", "c"]
+    assert report.bad_records == [(1, "not valid Unicode (an unpaired surrogate escape)"),
+                                  (3, "not valid Unicode (an unpaired surrogate escape)")]
+    result = runner.invoke(app, ["filter", "--format", "jsonl", "--id-field", "id"], input=text)
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == ["b", "c"]
+    assert "bad record line 1: not valid Unicode" in result.stderr and "bad records 2" in result.stderr
+
+
 def test_filter_csv_keeps_header():
     text = f'id,body\n1,"{ENGLISH}"\n2,"{ENGLISH.upper()}"\n3,other words here\n'
     out, report, _ = _run(text, records=RecordOptions("csv", "body", "id"))

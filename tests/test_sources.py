@@ -80,15 +80,17 @@ def test_normalize_lines_matches_normalize(lines):
 
 
 def test_normalize_lines_matches_normalize_for_every_character():
-    """Each character of the Basic Multilingual Plane (but the newline, which parts lines, and surrogates), and
-    characters beyond it that case-fold or not, in a few neighbourhoods: beside letters of both cases, before a
-    combining mark, between spaces of other kinds, after a character that folds to two; in lines short and long
-    (collapsed each by itself, or together)."""
-    codes = [c for c in range(0x10000) if c != 0x0A and not 0xD800 <= c < 0xE000]
+    """Each character of the Basic Multilingual Plane (but the newline, which parts lines; half a surrogate pair
+    too, which a JSON escape can give), and characters beyond it that case-fold or not, in a few neighbourhoods:
+    beside letters of both cases, before a combining mark (one that composes with many letters, and one of a lower
+    combining class, which NFKC puts before a mark of a higher one: U+0345 folds to a letter), between spaces of
+    other kinds, after a character that folds to two; in lines short and long (collapsed each by itself, or
+    together)."""
+    codes = [c for c in range(0x10000) if c != 0x0A]
     codes += [0x10400, 0x10428, 0x104B0, 0x1E900, 0x1F600, 0x1F1E6, 0x20000, 0x2F800, 0xE0041]
     import sys
 
-    for shape in ("a{}B", "{}\u0301", " \u3000{}\xa0 ", "ß{}Ｃ", "Été  d{}E\t" + "Été  dE\t" * 20, "\u2028 {}" + " ok" * 50):
+    for shape in ("a{}B", "{}\u0301", "Ab{}\u0323", " \u3000{}\xa0 ", "ß{}Ｃ", "Été  d{}E\t" + "Été  dE\t" * 20, "\u2028 {}" + " ok" * 50):
         lines = [shape.format(chr(c)) for c in codes]
         expected = [normalize(line) for line in lines]
         compiled = sys.modules.pop("dedupdb.sketch.fastsketch", None)
@@ -208,13 +210,25 @@ def test_the_code_point_table_is_kept_and_checked(monkeypatch):
         monkeypatch.setattr(normalizing, "_mapped_code_points", lambda: calls.append(1) or derived.copy())
         normalizing._code_point_table.cache_clear()
         assert normalize_lines(lines) == [normalize(line) for line in lines] and not calls
+        def zipped(path):  # an archive of arrays, which np.load reads as such, not as one array
+            with open(path, "wb") as f:
+                np.savez(f, table=derived)
+
         for damage in (lambda path: path.write_bytes(path.read_bytes()[:1000]), lambda path: path.write_bytes(b""),
-                       lambda path: np.save(path, derived[:100]), lambda path: np.save(path, np.arange(0x10000, dtype=np.uint32))):
+                       lambda path: np.save(path, derived[:100]), lambda path: np.save(path, np.arange(0x10000, dtype=np.uint32)),
+                       zipped):
             damage(kept[0])
             normalizing._code_point_table.cache_clear()
             assert normalize_lines(lines) == [normalize(line) for line in lines]
             assert np.array_equal(np.load(kept[0]), derived)  # replaced
-        assert len(calls) == 4
+        assert len(calls) == 5
+        # A table that cannot be kept (a folder in its place) is derived each time, and leaves no partial file.
+        kept[0].unlink()
+        kept[0].mkdir()
+        normalizing._code_point_table.cache_clear()
+        assert normalize_lines(lines) == [normalize(line) for line in lines] and len(calls) == 6
+        assert sorted(p.name for p in cache_dir().glob("code-points-*")) == [kept[0].name]
+        kept[0].rmdir()
     finally:
         normalizing._code_point_table.cache_clear()
 

@@ -28,8 +28,8 @@ from dedupdb.ingest.sources import (
     TEXT_SUFFIXES,
     decode_bytes,
     html_to_text,
-    valid_utf8,
 )
+from dedupdb.text.normalize import valid_utf8
 
 __all__ = ["MAIL_FORMATS", "mail_format", "messages_of", "parse_message", "MessageKeys"]
 # The line that starts a message in an mbox file: 'From SENDER DATE'. A file of no text type that begins with one

@@ -37,7 +37,7 @@ from dedupdb.ingest.workers import (
     load_for_workers,
 )
 from dedupdb.sketch.fingerprint import Sketch, queries_runs, sketch_texts
-from dedupdb.text.normalize import normalize_lines
+from dedupdb.text.normalize import normalize_lines, valid_utf8
 
 STDIN = "-"
 # Texts sketched and searched together: enough that the store is read once for many, few enough that two batches
@@ -59,6 +59,7 @@ _SPOOL_BYTES = 32 * 1024 * 1024
 
 EMPTY_TEXT = "the query text is empty"
 NOTHING_TO_COMPARE = "the query has no words or characters to compare (only punctuation or symbols)"
+NOT_UNICODE = "the query text is not valid Unicode (it holds half a surrogate pair)"
 
 # (bytes read, bytes in all or None when not known: a compressed file or standard input)
 QueryProgress = Callable[[int, "int | None"], None]
@@ -89,7 +90,8 @@ class SketchedQuery:
 def sketch_queries(settings: Settings, raws: list[str]) -> list[SketchedQuery]:
     """Normalize and sketch query texts (each distinct text once); a module-level function so workers can run it."""
     texts = normalize_lines([raw.replace("\n", " ") for raw in raws])  # normalize() of each, as query() does
-    distinct = list(dict.fromkeys(t for t in texts if t))
+    invalid = {t for t in texts if not t.isascii() and not valid_utf8(t)}
+    distinct = list(dict.fromkeys(t for t in texts if t and t not in invalid))
     sketches = dict(zip(distinct, sketch_texts(settings, distinct)))
     short = [text for text, sketch in sketches.items() if 0 < sketch.shingles < 2 * settings.winnow_window]
     runs_of = dict(zip(short, queries_runs(settings, short)))
@@ -97,6 +99,9 @@ def sketch_queries(settings: Settings, raws: list[str]) -> list[SketchedQuery]:
     for text in texts:
         if not text:
             out.append(SketchedQuery(None, None, EMPTY_TEXT))
+            continue
+        if text in invalid:
+            out.append(SketchedQuery(None, None, NOT_UNICODE))
             continue
         sketch = sketches[text]
         if sketch.shingles == 0:

@@ -21,7 +21,12 @@ from typing import BinaryIO
 
 from dedupdb.config import MAX_RECORD_BYTES, size_text
 from dedupdb.errors import InputError
-from dedupdb.ingest.sources import decode, valid_utf8
+from dedupdb.ingest.sources import decode
+from dedupdb.text.normalize import valid_utf8
+
+# Why a record whose text or id holds half a surrogate pair (a JSON escape can name one) is a bad record: the store
+# cannot hold it.
+UNPAIRED_SURROGATE = "not valid Unicode (an unpaired surrogate escape)"
 
 FORMATS = ("jsonl", "csv", "lines")
 # Mail files are read message by message as record files are read record by record (ingest/mail.py); these
@@ -397,7 +402,7 @@ def _pick(obj, options: RecordOptions, line: int) -> tuple[str, str] | str:
             return f"no field {options.id_field!r}"
         record_id = str(value)
     if not valid_utf8(text) or not valid_utf8(record_id):  # a JSON escape can name half a surrogate pair
-        return "not valid Unicode (an unpaired surrogate escape)"
+        return UNPAIRED_SURROGATE
     return record_id, text
 
 

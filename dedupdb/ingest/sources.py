@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dedupdb.config import MAX_FILE_BYTES, size_text
 from dedupdb.errors import ReadError
+from dedupdb.text.normalize import valid_utf8
 
 TEXT_SUFFIXES = frozenset(
     ".txt .md .markdown .rst .org .tex .html .htm .xml .json .jsonl .csv .tsv .log .eml".split()
@@ -169,16 +170,6 @@ def walk(root: Path, rules: WalkRules = WalkRules(), exclude: tuple[str, ...] = 
 def _maildir_folder(path: Path) -> bool:
     """A Maildir++ folder ('.Sent', '.Archive'): hidden by its name, but mail the user keeps."""
     return (path / "cur").is_dir() and (path.parent / "cur").is_dir()
-
-
-def valid_utf8(text: str) -> bool:
-    """Whether text holds no lone surrogate, which the store cannot hold: names that are not valid UTF-8 reach
-    Python with them, and a JSON escape can name one ("\\ud800")."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def readable_name(path: str | Path) -> str:

@@ -20,11 +20,11 @@ import xxhash
 from dedupdb.config import Settings
 from dedupdb.errors import InputError
 from dedupdb.index.lsh import band_keys, optimal_banding
-from dedupdb.ingest.records import BadRecord, Record, RecordOptions, read_records, sniff_encoding
+from dedupdb.ingest.records import UNPAIRED_SURROGATE, BadRecord, Record, RecordOptions, read_records, sniff_encoding
 from dedupdb.sketch.bloom import BloomFilter
 from dedupdb.sketch.fingerprint import Fingerprinter
 from dedupdb.sketch.minhash import sketch_jaccard
-from dedupdb.text.normalize import normalize, normalize_lines
+from dedupdb.text.normalize import normalize, normalize_lines, valid_utf8
 
 _BATCH = 8192
 _MASK64 = (1 << 64) - 1
@@ -174,8 +174,12 @@ def _line_items(
                     reason = f"invalid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else f"no field {exc}"
                     report.note_bad(line, reason)
                     continue
+                text = str(text)
+                if not valid_utf8(text) or not valid_utf8(str(key)):
+                    report.note_bad(line, UNPAIRED_SURROGATE)
+                    continue
                 batch.keys.append(key)
-                batch.texts.append(" ".join(str(text).split()))  # normalized below, a batch at a time
+                batch.texts.append(" ".join(text.split()))  # normalized below, a batch at a time
                 batch.raws.append(raw)
         if len(batch) >= _BATCH:
             if options.format != "lines":

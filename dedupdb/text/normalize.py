@@ -65,6 +65,16 @@ def _converted_pairs():
                     dtype=np.uint32).reshape(-1, 2)
 
 
+def valid_utf8(text: str) -> bool:
+    """Whether text holds no lone surrogate, which the store cannot hold (nor UTF-8 encode): names that are not valid
+    UTF-8 reach Python with them, and a JSON escape can name one ("\\ud800")."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def normalize(text: str) -> str:
     """NFKC (full-width and half-width agree), case folding, invisible characters removed, traditional Chinese
     characters mapped to simplified, whitespace collapsed."""
@@ -82,8 +92,8 @@ _FULL_WIDTH_FIRST, _FULL_WIDTH_LAST, _FULL_WIDTH_OFFSET = 0xFF01, 0xFF5E, 0xFEE0
 _NEEDS_CARE = "\uffff"
 
 
-# Bump when what _code_point_table maps changes.
-_TABLE_VERSION = 1
+# Bump when how _mapped_code_points maps changes.
+_TABLE_VERSION = 2
 
 
 @lru_cache(maxsize=1)
@@ -94,7 +104,11 @@ def _code_point_table():
 
     from dedupdb.config import cache_dir, kept_table
 
-    stamp = xxhash.xxh64_hexdigest(repr((_TABLE_VERSION, unicodedata.unidata_version, _pairs_source())).encode())
+    # What the table follows from: this code's version of it, the characters it maps by hand, the Unicode database
+    # and the t2s pairs.
+    source = (_TABLE_VERSION, _INVISIBLE, _FULL_WIDTH_FIRST, _FULL_WIDTH_LAST, _FULL_WIDTH_OFFSET, _NEEDS_CARE,
+              unicodedata.unidata_version, _pairs_source())
+    stamp = xxhash.xxh64_hexdigest(repr(source).encode())
     return kept_table(cache_dir() / f"code-points-{stamp}.npy", _mapped_code_points,
                       lambda table: table.dtype == np.uint32 and table.shape == (0x10000,)
                       and table[ord("A")] == ord("a") and table[0x3000] == ord(" ") and table[ord("氣")] == ord("气"))
@@ -124,6 +138,12 @@ def _mapped_code_points():
     inside = single & (targets < 0x10000)
     table[inside] = after_folding[targets[inside]]
     table[single & ~inside] = targets[single & ~inside]  # none today: a character of this plane folding beyond it
+    # Folding comes before NFKC here, after it in normalize(): a mark folding to a character of another combining
+    # class would be left where NFKC puts it in order (U+0345 folds to a letter, iota), so its line takes normalize().
+    for code in np.flatnonzero(single & (targets != np.arange(0x10000, dtype=np.uint32))).tolist():
+        if unicodedata.combining(chr(code)) != unicodedata.combining(chr(targets[code])):
+            table[code] = ord(_NEEDS_CARE)
+    table[0xD800:0xE000] = ord(_NEEDS_CARE)  # half a surrogate pair: normalize() keeps it as it is
     spaces = [ord(c) for c in re.findall(r"\s", "".join(map(chr, range(0x10000)))) if c != "\n"]  # str.isspace()'s
     table[np.isin(table, np.array(spaces, np.uint32))] = ord(" ")
     return table
@@ -195,7 +215,7 @@ def normalize_lines(lines: list[str]) -> list[str]:
 def _normalized_other(lines: list[str]) -> list[str]:
     import numpy as np
 
-    points = np.frombuffer("\n".join(lines).encode("utf-32-le"), dtype="<u4")
+    points = np.frombuffer("\n".join(lines).encode("utf-32-le", "surrogatepass"), dtype="<u4")
     mapped = _code_point_table()[points & 0xFFFF]
     beyond = points >= 0x10000
     if beyond.any():  # emoji and the like, kept; the few that case-fold send their line to normalize()
