@@ -684,8 +684,12 @@ class Database:
 
     def similarity(self, text_a: str, text_b: str) -> float:
         """Jaccard similarity of two texts' shingles, as dedupdb judges documents."""
-        a = self.fingerprinter.one(normalize(text_a))
-        b = self.fingerprinter.one(normalize(text_b))
+        a_text, b_text = normalize(text_a), normalize(text_b)
+        for name, text in (("text_a", a_text), ("text_b", b_text)):
+            if not text.isascii() and not valid_utf8(text):
+                raise InputError(f"{name} is not valid Unicode (it holds half a surrogate pair)")
+        a = self.fingerprinter.one(a_text)
+        b = self.fingerprinter.one(b_text)
         return round(sketch_jaccard(a.sketch, b.sketch, self.settings.sketch_size), 4)
 
     # --- not duplicates --------------------------------------------------------

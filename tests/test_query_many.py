@@ -235,13 +235,16 @@ def test_query_many_on_an_empty_store(tmp_path):
 
 @pytest.mark.parametrize("workers", [0, 1])
 def test_half_a_surrogate_pair_is_a_query_error_not_a_crash(store, monkeypatch, workers):
-    """A Python string can hold half a surrogate pair, which no store or encoding takes: query() refuses it with
-    one clear error, and a batch query answers it with that error, the texts around it answered as ever."""
+    """A Python string can hold half a surrogate pair, which no store or encoding takes: query() and similarity()
+    refuse it with one clear error, and a batch query answers it with that error, the texts around it answered as
+    ever."""
     monkeypatch.setattr(querying, "QUERY_BATCH", 2)
     broken = "café \ud800 " + CHINESE
     with dedupdb.open(store) as db:
         with pytest.raises(InputError, match="not valid Unicode"):
             db.query(broken)
+        with pytest.raises(InputError, match="text_b is not valid Unicode"):
+            db.similarity(CHINESE, broken)
         results = list(db.query_many([ENGLISH, broken, CHINESE, "x \udfff y"] * 2, workers=workers))
     assert [r.error for r in results] == [None, querying.NOT_UNICODE, None, querying.NOT_UNICODE] * 2
     assert all(r.hits[0].exact for r in results if r.error is None) and not any(r.hits for r in results if r.error)
