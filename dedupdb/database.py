@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import io
 import os
 import time
+from numbers import Integral, Real
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -21,7 +23,7 @@ from dedupdb.config import (
     Settings,
     default_db_path,
 )
-from dedupdb.errors import DatabaseError, InputError, SettingsError
+from dedupdb.errors import DatabaseError, InputError, OptionError, SettingsError
 from dedupdb.index.containment import shares_in, shares_of
 from dedupdb.index.grouping import DEFAULT_KEEP, keep_order, neighbours, stars
 from dedupdb.index.indexer import Indexer
@@ -382,7 +384,9 @@ class Database:
     ) -> list[QueryHit]:
         """Stored documents that are near-duplicates of text, or hold at least `containment` of its shingles (a
         passage remembered from a longer text; None: near-duplicates only): exact copies first, then by containment."""
-        self._require_current()
+        self._check_query(containment, threshold, top)
+        if not isinstance(text, str):
+            raise InputError(f"the query text must be a string, not {type(text).__name__}")
         normalized = normalize(text)
         if not normalized:
             raise InputError("the query text is empty")
@@ -397,8 +401,6 @@ class Database:
         fp = self.fingerprinter.one(normalized)
         if fp.shingles == 0:
             raise InputError("the query has no words or characters to compare (only punctuation or symbols)")
-        if containment is not None and not 0.0 < containment <= 1.0:
-            raise InputError(f"containment must be in (0, 1], got {containment}")
         matches = self.indexer.search(fp, threshold)
         mine = Side(fp.shingles, fp.sketch, fp.fingerprints, fp.simhash)
         finder = self.indexer.containment
@@ -432,6 +434,9 @@ class Database:
         compare) comes back with its error."""
         from dedupdb.ingest.querying import GIVEN, given_texts
 
+        if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
+            raise InputError(f"query_many takes an iterable of texts (strings, or (id, text) pairs), not "
+                             f"{type(texts).__name__}" + (": query() looks for one text" if isinstance(texts, str) else ""))
         return self._answer_all(given_texts(texts), threshold, top, containment, workers, GIVEN)
 
     def query_records(
@@ -452,28 +457,40 @@ class Database:
         from dedupdb.ingest import querying
         from dedupdb.ingest.records import RecordOptions
 
-        self._check_query(containment)
-        items, size = querying.query_records_of(path, records or RecordOptions(), stdin)
+        self._check_query(containment, threshold, top)
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputError(f"query_records takes a file's path (or '-'), not {type(path).__name__}")
+        if stdin is not None and isinstance(stdin, io.TextIOBase):
+            raise InputError("stdin must be read as bytes (such as sys.stdin.buffer), not as text")
+        if records is not None and not isinstance(records, RecordOptions):
+            raise InputError(f"records must be RecordOptions (such as RecordOptions('jsonl')), not {type(records).__name__}")
+        items, size, streamed = querying.query_records_of(path, records or RecordOptions(), stdin)
         report = None
         if progress is not None:
             report = lambda last: progress(last.end_offset, size or 0)  # noqa: E731
-        if str(path) == querying.STDIN:
+        if streamed:
             source = querying.STREAM
         else:
             large = size is None or size >= querying.POOL_AT_ONCE_BYTES
             source = querying.FILE if large else querying.GIVEN
         return self._answer_all(items, threshold, top, containment, workers, source, report)
 
-    def _check_query(self, containment: float | None) -> None:
+    def _check_query(self, containment: float | None, threshold: float | None, top: int) -> None:
+        """The store is current, and the options are numbers in their ranges (NaN is in none): else an OptionError, a
+        usage error."""
         self._require_current()
-        if containment is not None and not 0.0 < containment <= 1.0:
-            raise InputError(f"containment must be in (0, 1], got {containment}")
+        if containment is not None and not (isinstance(containment, Real) and 0.0 < containment <= 1.0):
+            raise OptionError(f"containment must be in (0, 1], got {containment!r}")
+        if threshold is not None and not (isinstance(threshold, Real) and 0.0 <= threshold <= 1.0):
+            raise OptionError(f"threshold must be in [0, 1], got {threshold!r}")
+        if isinstance(top, bool) or not isinstance(top, Integral) or top < 0:
+            raise OptionError(f"top must be a whole number, 0 or more (0 for all), got {top!r}")
 
     def _answer_all(self, items, threshold, top, containment, workers, source,
                     progress=None) -> Iterator[QueryResult]:
         from dedupdb.ingest.querying import answered_batches, query_batch
 
-        self._check_query(containment)  # here too: before the first result is asked for
+        self._check_query(containment, threshold, top)  # here too: before the first result is asked for
         # Workers answer from a read of the store of their own: the file this one is, as committed.
         workers = (os.cpu_count() or 1) if workers is None else workers
         there = functools.partial(_answer_in_worker, str(self.store.absolute_path), threshold, top, containment)
@@ -684,6 +701,9 @@ class Database:
 
     def similarity(self, text_a: str, text_b: str) -> float:
         """Jaccard similarity of two texts' shingles, as dedupdb judges documents."""
+        for name, text in (("text_a", text_a), ("text_b", text_b)):
+            if not isinstance(text, str):
+                raise InputError(f"{name} must be a string, not {type(text).__name__}")
         a_text, b_text = normalize(text_a), normalize(text_b)
         for name, text in (("text_a", a_text), ("text_b", b_text)):
             if not text.isascii() and not valid_utf8(text):

@@ -5,10 +5,12 @@ import json
 import math
 
 import numpy as np
+import pytest
 
 from dedupdb.sketch.bloom import BloomFilter, optimal_size
 from dedupdb.cli.commands import app
 from dedupdb.ops.streamfilter import FilterOptions, run_filter
+from dedupdb.errors import InputError
 from dedupdb.ingest.records import RecordOptions
 
 from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
@@ -105,6 +107,35 @@ def test_filter_jsonl_takes_half_a_surrogate_pair_for_a_bad_record(runner):
     assert result.exit_code == 0, result.output
     assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == ["b", "c"]
     assert "bad record line 1: not valid Unicode" in result.stderr and "bad records 2" in result.stderr
+
+
+def test_filter_reads_json_lines_as_add_does_and_numbers_bad_lines_where_they_are():
+    """A JSON null or a missing field is no text (not the text "None"), a line that is not an object says so, and
+    the parser's refusals are bad records; bad records keep their line numbers after byte-for-byte repeats were
+    dropped unread."""
+    text = ('{"text": null}\n{"text": "None"}\n[1, 2]\n{"text": "a b c"}\n{"text": "a b c"}\n{"text": "a b c"}\n'
+            '{"text": ' + "9" * 5000 + '}\n{"text": ' + "[" * 100_000 + "]" * 100_000 + '}\nnot json\n{"x": 1}\n')
+    for dropped in (False, True):  # the repeats dropped unread, or each kept with what it repeats
+        out = io.StringIO()
+        report = run_filter(io.BytesIO(text.encode()), out, FilterOptions(records=RecordOptions("jsonl", "text")),
+                            io.StringIO() if dropped else None)
+        assert [json.loads(line)["text"] for line in out.getvalue().splitlines()] == ["None", "a b c"]
+        assert report.bad_records == [(1, "no field 'text'"), (3, "not a JSON object"),
+                                      (7, "invalid JSON (a number of more than 4,300 digits)"),
+                                      (8, "invalid JSON (nested too deeply)"), (9, "invalid JSON (Expecting value)"),
+                                      (10, "no field 'text'")]
+
+
+def test_filter_csv_writes_its_header_only_once_it_is_read():
+    """Blank lines before the header are passed over; a header lacking the column asked for is refused before
+    anything is written; an empty stream writes nothing."""
+    out, report, _ = _run("\n\nid,text\n1,hello there world\n2,hello there world\n", records=RecordOptions("csv", "text", "id"))
+    assert out.splitlines() == ["id,text", "1,hello there world"]
+    out = io.StringIO()
+    with pytest.raises(InputError, match="no column 'text'"):
+        run_filter(io.BytesIO(b"id,body\n1,hello\n"), out, FilterOptions(records=RecordOptions("csv", "text")))
+    assert out.getvalue() == ""
+    assert _run("", records=RecordOptions("csv", "text"))[0] == ""
 
 
 def test_filter_csv_keeps_header():

@@ -54,6 +54,26 @@ def test_a_record_escaping_half_a_surrogate_pair_is_a_bad_record(cli, tmp_path):
         ("2", "not valid Unicode (an unpaired surrogate escape)")]
 
 
+def test_json_the_parser_refuses_and_a_nul_byte_are_each_a_bad_record(cli, tmp_path):
+    """Not only malformed JSON: an integer of more digits than Python converts, nesting deeper than its recursion,
+    and a NUL byte (here in the file's first lines, which its encoding is judged from) are each that record's fault;
+    the records after them are added."""
+    path = tmp_path / "posts.jsonl"
+    body = ('{"text": ' + "9" * 5000 + '}\n{"text": "' + ENGLISH + '"}\n{"text": ' + "[" * 100_000 + "]" * 100_000
+            + '}\n{"text": "a NUL \x00 here"}\n{"text": "' + CHINESE + '"}\n')
+    path.write_text(body, encoding="utf-8")
+    summary = _summary(cli("add", str(path), "--text-field", "text", "--format", "json"))
+    assert summary["records"] == 2
+    assert [(b["where"].rsplit(":", 1)[-1], b["reason"]) for b in summary["bad_records"]] == [
+        ("1", "invalid JSON (a number of more than 4,300 digits)"), ("3", "invalid JSON (nested too deeply)"),
+        ("4", "invalid JSON (Invalid control character at)")]
+    binary = tmp_path / "noise.jsonl"
+    binary.write_bytes(bytes(range(256)) * 40)
+    result = cli("add", str(binary), "--text-field", "text", "--format", "json")
+    assert result.exit_code == 23
+    assert json.loads(result.stdout)["failed_paths"] == [{"path": str(binary), "reason": "binary file"}]
+
+
 def test_csv_with_sniffed_delimiter_and_text_field(cli, tmp_path):
     path = tmp_path / "table.csv"
     rows = ["id;body;lang", f'a;"{ENGLISH}";en', f'b;"{ENGLISH_EDITED}";en', f"c;{ENGLISH_OTHER.replace(',', '')};en",

@@ -15,7 +15,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 import dedupdb
-from dedupdb.errors import InputError
+from dedupdb.errors import DedupError, InputError
 from dedupdb.ingest import querying
 from dedupdb.ingest.records import RecordOptions
 
@@ -47,6 +47,10 @@ def store(tmp_path_factory):
     with dedupdb.open(path) as db:
         db.add([records], records=RecordOptions("jsonl", id_field="id"), workers=0)
     return path
+
+
+def _jsonl_of(texts: list[str]) -> str:
+    return "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts)
 
 
 def _queries() -> list[str]:
@@ -291,6 +295,83 @@ def test_query_records_bad_records_and_bad_files(store, tmp_path):
             db.query_many([ENGLISH], containment=1.5)
 
 
+def test_query_records_reads_on_past_what_the_parser_refuses(store, tmp_path):
+    """An integer of more digits than Python converts, nesting deeper than its recursion and a NUL byte at the start
+    are each one bad record, by file and by stream; a file of noise is refused with its name."""
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"text": ' + "9" * 5000 + '}\n{"text": "a NUL \x00 here"}\n{"text": ' + "[" * 100_000
+                    + "]" * 100_000 + '}\n{"text": "' + ENGLISH + '"}\n', encoding="utf-8")
+    with dedupdb.open(store) as db:
+        for results in (list(db.query_records(path, workers=0)),
+                        list(db.query_records("-", RecordOptions("jsonl"), workers=0, stdin=io.BytesIO(path.read_bytes())))):
+            assert [r.error for r in results] == ["invalid JSON (a number of more than 4,300 digits)",
+                                                  "invalid JSON (Invalid control character at)",
+                                                  "invalid JSON (nested too deeply)", None]
+            assert results[3].hits[0].exact
+        noise = tmp_path / "noise.jsonl"
+        noise.write_bytes(bytes(range(256)) * 40)
+        with pytest.raises(DedupError, match="noise.jsonl: binary file"):
+            list(db.query_records(noise, workers=0))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_compressed_file_cut_short_is_answered_up_to_where_it_breaks(store, monkeypatch, tmp_path, workers):
+    """The records a damaged compressed file gives before its damage are answered, then its error is raised."""
+    monkeypatch.setattr(querying, "QUERY_BATCH", 50)
+    monkeypatch.setattr(querying, "POOL_AT_ONCE_BYTES", 1)
+    texts = [f"{WORDS[i % 16]} {i * 7919 % 100_003} {WORDS[(i * 7) % 16]} {i * 104_729 % 1_000_003}" for i in range(12_000)]
+    whole = gzip.compress(_jsonl_of(texts).encode("utf-8"))
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    answered = []
+    with dedupdb.open(store) as db, pytest.raises(InputError, match="corrupt gzip data"):
+        for result in db.query_records(path, workers=workers):
+            answered.append(result.id)
+    assert len(answered) > 100 and answered == [str(i) for i in range(1, len(answered) + 1)]
+
+
+def test_a_named_pipe_is_read_as_it_is_written(store, tmp_path):
+    """A named pipe given as the file (a shell's '<(...)') is read once, front to back, as standard input is:
+    not refused as unseekable."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    body = _jsonl_of([ENGLISH, CHINESE]).encode("utf-8")
+
+    def write():
+        with open(fifo, "wb") as f:
+            f.write(body)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with dedupdb.open(store) as db:
+        results = list(db.query_records(fifo, RecordOptions("jsonl"), workers=0))
+    writer.join()
+    assert [r.id for r in results] == ["1", "2"] and all(r.hits[0].exact for r in results)
+
+
+def test_library_arguments_of_the_wrong_kind_are_input_errors(store):
+    """A wrong type or an out-of-range option is an InputError (OptionError for options) at the call, never a
+    TypeError from deep inside, nor a generator that fails only once iterated."""
+    from dedupdb.errors import OptionError
+
+    with dedupdb.open(store) as db:
+        for call in (lambda: db.query(b"bytes"), lambda: db.query(None), lambda: db.similarity("a b", 5),
+                     lambda: db.query_many(None), lambda: db.query_many(ENGLISH), lambda: db.query_records(None),
+                     lambda: db.query_records("q.jsonl", "jsonl"),
+                     lambda: db.query_records("-", RecordOptions("jsonl"), stdin=io.StringIO("{}"))):
+            with pytest.raises(InputError):
+                call()
+        for options in ({"top": -1}, {"top": "3"}, {"threshold": float("nan")}, {"threshold": 5},
+                        {"containment": float("nan")}, {"threshold": "x"}):
+            for call in (lambda: db.query(ENGLISH, **options), lambda: db.query_many([ENGLISH], workers=0, **options)):
+                with pytest.raises(OptionError):
+                    call()
+        assert db.query(ENGLISH, top=np.int64(1), threshold=np.float64(0.5))[0].exact  # numpy's numbers are numbers
+
+
 def test_query_records_from_stdin(store):
     rows = "".join(json.dumps({"id": f"s{i}", "text": t}, ensure_ascii=False) + "\n"
                    for i, t in enumerate([ENGLISH, CHINESE, ENGLISH_OTHER] * 30))
@@ -350,6 +431,23 @@ def test_cli_query_records_csv_fields_and_table(cli, indexed, tmp_path):
     assert {(r[0], r[1].rsplit("/", 1)[-1], r[2]) for r in rows} == {
         ("x1", "report.txt", "exact"), ("x1", "report copy.txt", "exact"),
         ("x1", "report-edited.md", "jaccard 0.900, contained 0.923"), ("x2", "hotel.txt", "exact")}
+
+
+def test_cli_query_records_lines_hold_one_field_each_whatever_the_ids_hold(cli, indexed, tmp_path):
+    """Control characters in an id (a tab, a newline, a NUL) are written escaped in the tab-separated lines, so no id
+    can part a line or make one up; --format json gives the id as it is. An option out of its range, NaN among
+    them, is a usage error."""
+    path = tmp_path / "q.jsonl"
+    forged = "a\tb\nFAKE\tKEY\t1.0\x00"
+    path.write_text(json.dumps({"id": forged, "text": CHINESE_OTHER}) + "\n", encoding="utf-8")
+    result = cli("query", "--records", str(path), "--id-field", "id", "--workers", "0")
+    assert result.exit_code == 0, result.output
+    assert [line.split("\t")[0] for line in result.stdout.splitlines()] == ["a\\tb\\nFAKE\\tKEY\\t1.0\\x00"]
+    result = cli("query", "--records", str(path), "--id-field", "id", "--workers", "0", "--format", "json")
+    assert json.loads(result.stdout)["id"] == forged
+    for option in ("--containment", "--threshold"):
+        assert cli("query", "--records", str(path), option, "nan").exit_code == 2
+        assert cli("query", CHINESE_OTHER, option, "nan").exit_code == 2
 
 
 def test_cli_query_records_stdin(cli, indexed):

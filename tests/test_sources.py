@@ -329,6 +329,22 @@ def linked(tmp_path):
     return root
 
 
+def test_a_named_pipe_given_or_met_is_passed_over_with_its_reason(cli, tmp_path):
+    """A named pipe (or a device) is no file to read: given on the command line, as met in a folder, it is listed as
+    passed over, never silently dropped nor waited on."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write(folder / "note.txt", ENGLISH_OTHER)
+    os.mkfifo(folder / "pipe.txt")
+    os.mkfifo(tmp_path / "given.jsonl")
+    assert [(s.path.name, s.reason) for s in walk(tmp_path / "given.jsonl") if isinstance(s, Skipped)] == [
+        ("given.jsonl", "not a regular file")]
+    for target in (folder, tmp_path / "given.jsonl"):
+        result = cli("add", str(target), "-v")
+        assert result.exit_code == 0, result.output
+        assert ": not a regular file" in result.output and "skipped 1" in result.output
+
+
 def test_links_are_skipped_unless_followed(linked):
     taken, passed = _walked(linked)
     assert taken == {"real.txt", "sub/inner.txt"}

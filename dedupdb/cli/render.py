@@ -103,6 +103,18 @@ def distinct_labels(a: str, b: str, width: int) -> tuple[str, str]:
     return shorten(a, width, parting), shorten(b, width, parting)
 
 
+# Control characters written escaped in a line of text output (a tab or a newline in a record's id or a file's
+# name would otherwise part the line where no field ends); --format json gives them as they are.
+_ESCAPED_CONTROLS = {code: {9: "\\t", 10: "\\n", 13: "\\r"}.get(code, f"\\x{code:02x}")
+                     for code in [*range(32), *range(127, 160)]}
+_ESCAPED_CONTROLS.update({code: f"\\u{code:04x}" for code in (0x2028, 0x2029)})  # lines part there too, for some
+
+
+def one_line(text: str) -> str:
+    """text with its control characters escaped (\\t, \\n, \\x00...): one field of one line."""
+    return text.translate(_ESCAPED_CONTROLS) if not text.isprintable() else text
+
+
 def human_bytes(n: int) -> str:
     value = float(n)
     for unit in ("B", "KB", "MB", "GB", "TB"):
@@ -316,7 +328,7 @@ def _member_line(out: _LineWriter, guide: str, label: tuple[str, str], m, width:
     """'├── exact KEY  SIZE · TIME', the key shortened in its middle when the line would not fit the terminal."""
     link = f" · hard link of {m.linked_to}" if m.linked_to else ""
     meta = f"{human_bytes(m.bytes)} · {_when(m.mtime_ns)}{link}"
-    key = m.key
+    key = one_line(m.key)
     if width is not None:
         key = shorten(key, max(20, width - cell_len(guide) - cell_len(label[0]) - 3 - cell_len(meta)))
     out.line(guide, label, " ", key, "  ", (meta, "dim"))
@@ -448,7 +460,7 @@ def query_results(results: Iterable[QueryResult], source: str, as_json: bool, ou
             score = "exact" if h.exact else f"jaccard {h.jaccard:.3f}"
             if h.containment is not None and not h.exact:
                 score += f", contained {h.containment:.3f}"
-            out.write(f"{result.id}\t{h.key}\t{score}\n")
+            out.write(f"{one_line(result.id)}\t{one_line(h.key)}\t{score}\n")
     tally.seconds = time.perf_counter() - started
     return tally
 

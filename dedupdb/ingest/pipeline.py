@@ -661,7 +661,8 @@ class Ingest:
         except DatabaseError:
             raise  # the store, not this file, failed (a full disk): the whole add stops, one line
         except DedupError as exc:
-            self.summary.failed.append((path, str(exc)))
+            # A ReadError names what it read (its bytes, here): the path beside it says which file.
+            self.summary.failed.append((path, exc.reason if isinstance(exc, ReadError) else str(exc)))
             return
         (self.summary.updated if live else self.summary.added).append(path)
 

@@ -40,6 +40,7 @@ from dedupdb.sketch.fingerprint import Sketch, queries_runs, sketch_texts
 from dedupdb.text.normalize import normalize_lines, valid_utf8
 
 STDIN = "-"
+STANDARD_INPUT = "standard input"  # how errors name it
 # Texts sketched and searched together: enough that the store is read once for many, few enough that two batches
 # of long texts stay small in memory; a batch of long texts ends at so many characters (4,096 articles of 100 KB
 # would hold 400 MB a batch, a few batches in flight).
@@ -181,8 +182,14 @@ def _answered_batches(settings, items, workers, here, there, source, progress, b
         chunk, work = in_flight.popleft()
         return _reported(chunk, work.result(), progress)
 
+    # The input's own failure (a compressed file cut short, a text of the wrong type), raised once what came before
+    # it is answered.
+    broken: InputError | None = None
     try:
         for chunk in _chunks(items, batch):
+            if isinstance(chunk, InputError):
+                broken = chunk
+                break
             if workers == 0:
                 yield _reported(chunk, here(chunk), progress)
                 continue
@@ -220,6 +227,8 @@ def _answered_batches(settings, items, workers, here, there, source, progress, b
             hand_out(held, spread=True)
         while in_flight:
             yield take_back()
+        if broken is not None:
+            raise broken
     finally:
         if pool is not None:
             pool.close()
@@ -243,16 +252,24 @@ def query_batch(stored_texts: int) -> int:
     return max(QUERY_BATCH, min(MAX_QUERY_BATCH, stored_texts // QUERY_BATCH_SHARE))
 
 
-def _chunks(items: Iterator[QueryText], size: int) -> Iterator[list[QueryText]]:
-    """The items in batches of size, each cut short at QUERY_BATCH_CHARS characters of text."""
+def _chunks(items: Iterator[QueryText], size: int) -> Iterator[list[QueryText] | InputError]:
+    """The items in batches of size, each cut short at QUERY_BATCH_CHARS characters of text. Where the input breaks
+    off (a compressed file cut short), the texts read before that come as a batch, then the error: they are
+    answered before it is raised."""
     chunk: list[QueryText] = []
     chars = 0
-    for item in items:
-        chunk.append(item)
-        chars += len(item.text or "")
-        if len(chunk) >= size or chars >= QUERY_BATCH_CHARS:
+    try:
+        for item in items:
+            chunk.append(item)
+            chars += len(item.text or "")
+            if len(chunk) >= size or chars >= QUERY_BATCH_CHARS:
+                yield chunk
+                chunk, chars = [], 0
+    except InputError as exc:
+        if chunk:
             yield chunk
-            chunk, chars = [], 0
+        yield exc
+        return
     if chunk:
         yield chunk
 
@@ -272,28 +289,31 @@ def record_format(path: str | Path, options: RecordOptions) -> RecordOptions:
 
 def query_records_of(
     path: str | Path, options: RecordOptions, stdin: BinaryIO | None = None
-) -> tuple[Iterator[QueryText], int | None]:
-    """The records of a file (or of standard input, '-') as query texts, bad records included, and the file's size
-    in bytes when the offsets of its records count them (not for a compressed file or standard input)."""
+) -> tuple[Iterator[QueryText], int | None, bool]:
+    """The records of a file (or of standard input, '-') as query texts, bad records included; the file's size in
+    bytes when the offsets of its records count them (not for a compressed file or a stream); and whether it is a
+    stream, read once as it is written: standard input, or a named pipe (a shell's '<(...)')."""
     resolved = record_format(path, options)
     if str(path) == STDIN:
-        return _stdin_records(stdin, resolved), None
+        return _stdin_records(stdin, resolved), None, True
     file = Path(path).expanduser()
     if not file.exists():
         raise InputError(f"no such file: {readable_name(file)}")
     if file.is_dir():
         raise InputError(f"{readable_name(file)} is a folder; give a record file")
     try:
+        if not file.is_file():  # a pipe (or a device): opening it waits for a writer, as reading standard input does
+            return _stdin_records(open(file, "rb"), resolved, readable_name(file)), None, True
         stream = open_record_file(file)
     except OSError as exc:
         raise InputError(f"cannot read {readable_name(file)}: {exc.strerror or exc}") from None
     size = None if compression_of(file) else file.stat().st_size
-    return _records(stream, resolved, stream.read(_SAMPLE_BYTES)), size
+    return _records(stream, resolved, stream.read(_SAMPLE_BYTES), readable_name(file)), size, False
 
 
-def _records(stream: BinaryIO, options: RecordOptions, sample: bytes) -> Iterator[QueryText]:
+def _records(stream: BinaryIO, options: RecordOptions, sample: bytes, name: str) -> Iterator[QueryText]:
     with stream:
-        encoding = sniff_encoding(sample)
+        encoding = sniff_encoding(sample, name)
         for item in read_records(stream, options, 0, 0, encoding):
             if isinstance(item, BadRecord):
                 yield QueryText(str(item.line), None, item.line, item.reason, item.end_offset)
@@ -303,9 +323,10 @@ def _records(stream: BinaryIO, options: RecordOptions, sample: bytes) -> Iterato
                 yield QueryText(item.record_id, item.text, item.line, None, item.end_offset)
 
 
-def _stdin_records(stdin: BinaryIO | None, options: RecordOptions) -> Iterator[QueryText]:
-    """Standard input, read as it comes: JSON Lines and lines straight through, so answers come while it is still
-    being written; CSV, which the reader seeks back in, through a spool (in memory up to 32 MiB, then on disk)."""
+def _stdin_records(stdin: BinaryIO | None, options: RecordOptions, name: str = STANDARD_INPUT) -> Iterator[QueryText]:
+    """Standard input (or a stream so named), read as it comes: JSON Lines and lines straight through, so answers
+    come while it is still being written; CSV, which the reader seeks back in, through a spool (in memory up to 32
+    MiB, then on disk)."""
     import sys
 
     if stdin is None and sys.stdin is None:  # started with standard input closed ('<&-')
@@ -316,9 +337,9 @@ def _stdin_records(stdin: BinaryIO | None, options: RecordOptions) -> Iterator[Q
         while chunk := source.read(1 << 20):
             spool.write(chunk)
         spool.seek(0)
-        return _records(spool, options, spool.read(_SAMPLE_BYTES))
+        return _records(spool, options, spool.read(_SAMPLE_BYTES), name)
     stream = io.BufferedReader(_ForwardOnly(source), _SAMPLE_BYTES)
-    return _records(stream, options, stream.peek(_SAMPLE_BYTES)[:_SAMPLE_BYTES])
+    return _records(stream, options, stream.peek(_SAMPLE_BYTES)[:_SAMPLE_BYTES], name)
 
 
 class _ForwardOnly(io.RawIOBase):

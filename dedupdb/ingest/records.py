@@ -13,6 +13,7 @@ import gzip
 import io
 import json
 import lzma
+import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from dedupdb.config import MAX_RECORD_BYTES, size_text
-from dedupdb.errors import InputError
+from dedupdb.errors import InputError, ReadError
 from dedupdb.ingest.sources import decode
 from dedupdb.text.normalize import valid_utf8
 
@@ -332,11 +333,20 @@ class _Lines:
         self.offset, self.line, self.exhausted = offset, line, False
 
 
-def sniff_encoding(sample: bytes) -> str:
-    """The encoding of a record file, judged from its start (UTF-8 unless the bytes say otherwise)."""
+def sniff_encoding(sample: bytes, name: str = "<bytes>") -> str:
+    """The encoding of a record file (named name in an error), judged from its start (UTF-8 unless the bytes say
+    otherwise)."""
     if not sample:
         return "utf-8"
-    _, encoding = decode(sample[: _SAMPLE_BYTES].rsplit(b"\n", 1)[0] if b"\n" in sample else sample)
+    head = sample[: _SAMPLE_BYTES].rsplit(b"\n", 1)[0] if b"\n" in sample else sample
+    try:
+        _, encoding = decode(head, name)
+    except ReadError:
+        if b"\x00" not in head:
+            raise
+        # A NUL byte in a record is that record's fault, a bad record where it lies, as it is past this sample:
+        # the file is binary only if it is so without them.
+        _, encoding = decode(head.replace(b"\x00", b""), name)
     if encoding.startswith("utf-16") or encoding.startswith("utf-32"):
         raise InputError("record files in UTF-16 or UTF-32 are not supported; convert them to UTF-8")
     return "utf-8" if encoding in ("utf-8-sig", "ascii") else encoding
@@ -373,17 +383,27 @@ def read_records(
         if fmt == "lines":
             yield Record(lines.line, str(lines.line), text.rstrip("\r\n"), text.rstrip("\r\n"), *at)
             continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            yield BadRecord(lines.line, f"invalid JSON ({exc.msg})", *at)
-            continue
-        item = _pick(obj, options, lines.line)
+        item = picked_record(text, options, lines.line)
         if isinstance(item, str):
             yield BadRecord(lines.line, item, *at)
         else:
             yield Record(lines.line, item[0], item[1], text.rstrip("\r\n"), *at)
     yield EndOfRecords(lines.offset, lines.line)
+
+
+def picked_record(line_text: str, options: RecordOptions, line: int) -> tuple[str, str] | str:
+    """(id, text) of a line of JSON Lines (the line-th), or the reason it cannot be used: a bad record. The parser
+    refuses more than malformed JSON: an integer of more digits than Python converts (a ValueError), nesting
+    deeper than its recursion allows; each is that record's fault alone."""
+    try:
+        obj = json.loads(line_text)
+    except json.JSONDecodeError as exc:
+        return f"invalid JSON ({exc.msg})"
+    except ValueError:
+        return f"invalid JSON (a number of more than {sys.get_int_max_str_digits():,} digits)"
+    except RecursionError:
+        return "invalid JSON (nested too deeply)"
+    return _pick(obj, options, line)
 
 
 def _pick(obj, options: RecordOptions, line: int) -> tuple[str, str] | str:
@@ -394,7 +414,10 @@ def _pick(obj, options: RecordOptions, line: int) -> tuple[str, str] | str:
     if text is None:
         return f"no field {options.text_field!r}"
     if not isinstance(text, str):
-        text = json.dumps(text, ensure_ascii=False) if not isinstance(text, (int, float)) else str(text)
+        try:
+            text = json.dumps(text, ensure_ascii=False) if not isinstance(text, (int, float)) else str(text)
+        except RecursionError:
+            return "invalid JSON (nested too deeply)"
     record_id = str(line)
     if options.id_field:
         value = obj.get(options.id_field)
@@ -451,7 +474,10 @@ def csv_layout(stream: BinaryIO, options: RecordOptions, encoding: str, limit: i
     dialect = CsvDialect.of(sniffed)
     stream.seek(0)
     lines = _Lines(stream, encoding, 0, 0, None, limit)
-    first_line, header, problem = _next_row(csv.reader(lines, dialect, strict=True), lines, dialect, None)
+    reader = csv.reader(lines, dialect, strict=True)
+    first_line, header, problem = _next_row(reader, lines, dialect, None)
+    while header is not None and not any(field.strip() for field in header):  # blank lines before it: none yet
+        first_line, header, problem = _next_row(reader, lines, dialect, None)
     if problem is not None:
         raise InputError(f"cannot read the CSV header on line {first_line}: {problem}")
     if header is None:

@@ -127,6 +127,9 @@ def walk(root: Path, rules: WalkRules = WalkRules(), exclude: tuple[str, ...] = 
     if root.is_file():
         yield from _consider(root, rules, exclude, explicit=True)
         return
+    if root.exists() and not root.is_dir():  # a named pipe, a device: nothing to walk, and no file to read
+        yield Skipped(root, "not a regular file")
+        return
     follow = rules.follow_symlinks
     # Followed links can lead back up: each folder's own identity and those of the folders above it, by the path
     # os.walk gives it (a link's path, for a followed link). The folders above the root count too: a link to one
@@ -165,6 +168,8 @@ def walk(root: Path, rules: WalkRules = WalkRules(), exclude: tuple[str, ...] = 
         subdirs[:] = kept
         for name in sorted(files):
             yield from _consider(base / name, rules, exclude, explicit=False)
+    for error in unreadable:  # the root itself, which os.walk could not list
+        yield Skipped(Path(error.filename), f"cannot read folder: {error.strerror or error}")
 
 
 def _maildir_folder(path: Path) -> bool:

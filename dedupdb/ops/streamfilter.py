@@ -9,6 +9,7 @@ database may be consulted as well, so a stream can be checked against a store.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,12 +21,21 @@ import xxhash
 from dedupdb.config import Settings
 from dedupdb.errors import InputError
 from dedupdb.index.lsh import band_keys, optimal_banding
-from dedupdb.ingest.records import UNPAIRED_SURROGATE, BadRecord, Record, RecordOptions, read_records, sniff_encoding
+from dedupdb.ingest.records import (
+    BadRecord,
+    Record,
+    RecordOptions,
+    csv_layout,
+    picked_record,
+    read_records,
+    sniff_encoding,
+)
 from dedupdb.sketch.bloom import BloomFilter
 from dedupdb.sketch.fingerprint import Fingerprinter
 from dedupdb.sketch.minhash import sketch_jaccard
-from dedupdb.text.normalize import normalize, normalize_lines, valid_utf8
+from dedupdb.text.normalize import normalize, normalize_lines
 
+_BLANK_LINES = re.compile(r"^(?:[ \t]*\r?\n)+")  # before a CSV header
 _BATCH = 8192
 _MASK64 = (1 << 64) - 1
 
@@ -116,15 +126,17 @@ def _first_sightings(digests: list[int], bloom: BloomFilter) -> tuple[dict[int, 
     return first, dict(zip(firsts, bloom.add_new(h1, h2).tolist()))
 
 
-def _unseen_raw_lines(block: list[bytes], bloom: BloomFilter, report: FilterReport) -> list[bytes]:
-    """Drop lines whose exact bytes came before: a repeat needs no decoding or normalizing at all."""
-    block = [raw for raw in block if not raw.isspace()]
-    digests = list(map(xxhash.xxh3_128_intdigest, block))
+def _unseen_raw_lines(block: list[bytes], numbers: list[int], bloom: BloomFilter,
+                      report: FilterReport) -> tuple[list[bytes], list[int]]:
+    """Drop lines whose exact bytes came before: a repeat needs no decoding or normalizing at all. The lines kept
+    come back with their numbers (numbers: those of the block's lines), which bad records are reported by."""
+    kept = [(raw, n) for raw, n in zip(block, numbers) if not raw.isspace()]
+    digests = [xxhash.xxh3_128_intdigest(raw) for raw, _ in kept]
     first, seen = _first_sightings(digests, bloom)
-    fresh = [raw for i, (raw, d) in enumerate(zip(block, digests)) if first[d] == i and not seen[d]]
-    report.read += len(block) - len(fresh)
-    report.exact_duplicates += len(block) - len(fresh)
-    return fresh
+    fresh = [(raw, n) for i, ((raw, n), d) in enumerate(zip(kept, digests)) if first[d] == i and not seen[d]]
+    report.read += len(kept) - len(fresh)
+    report.exact_duplicates += len(kept) - len(fresh)
+    return [raw for raw, _ in fresh], [n for _, n in fresh]
 
 
 def _line_items(
@@ -132,7 +144,7 @@ def _line_items(
 ) -> Iterator[_Batch]:
     """Batches of records from a line-oriented stream (lines or JSON Lines), read without seeking. With
     raw_bloom, byte-for-byte repeats are dropped first (their keys are then not kept exactly)."""
-    line = 0
+    read = 0  # lines read before this block
     batch = _Batch()
     encoding = None
     while True:
@@ -140,45 +152,41 @@ def _line_items(
         if not block:
             break
         if encoding is None:  # judged from the start of the stream, as for record files
-            encoding = sniff_encoding(b"".join(block)[: 64 * 1024])
+            encoding = sniff_encoding(b"".join(block)[: 64 * 1024], "standard input")
+        numbers = list(range(read + 1, read + len(block) + 1))
+        read += len(block)
         if raw_bloom is not None:
-            block = _unseen_raw_lines(block, raw_bloom, report)
+            block, numbers = _unseen_raw_lines(block, numbers, raw_bloom, report)
             if not block:
                 continue
         data = b"".join(block).decode(encoding, errors="replace")
-        if line == 0:
+        if numbers[0] == 1:
             data = data.lstrip("\ufeff")
         raws = data.split("\n")
         if raws[-1] == "":
             raws.pop()
+        if len(raws) != len(numbers):  # a line whose bytes decode to a newline more: each decoded by itself
+            raws = [raw.decode(encoding, errors="replace").rstrip("\n") for raw in block]
+            if numbers[0] == 1:
+                raws[0] = raws[0].lstrip("\ufeff")
         if "\r" in data:
             raws = [raw.rstrip("\r") for raw in raws]
         if options.format == "lines":
-            numbers = [n for n, raw in enumerate(raws, line + 1) if raw and not raw.isspace()]
-            if len(numbers) != len(raws):
-                raws = [raws[n - line - 1] for n in numbers]
-            batch.keys += numbers
-            batch.raws += raws
-            batch.texts += normalize_lines(raws)
-            line += len(block)
+            kept = [(n, raw) for n, raw in zip(numbers, raws) if raw and not raw.isspace()]
+            batch.keys += [n for n, _ in kept]
+            batch.raws += [raw for _, raw in kept]
+            batch.texts += normalize_lines([raw for _, raw in kept])
         else:
-            for raw in raws:
-                line += 1
+            for n, raw in zip(numbers, raws):
                 if not raw.strip():
                     continue
-                try:
-                    obj = json.loads(raw)
-                    text = obj[options.text_field]
-                    key = str(obj[options.id_field]) if options.id_field else line
-                except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    reason = f"invalid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else f"no field {exc}"
-                    report.note_bad(line, reason)
+                # Read as a record file's lines are: a bad record for the same reasons, an id and a text alike.
+                picked = picked_record(raw, options, n)
+                if isinstance(picked, str):
+                    report.note_bad(n, picked)
                     continue
-                text = str(text)
-                if not valid_utf8(text) or not valid_utf8(str(key)):
-                    report.note_bad(line, UNPAIRED_SURROGATE)
-                    continue
-                batch.keys.append(key)
+                key, text = picked
+                batch.keys.append(key if options.id_field else n)
                 batch.texts.append(" ".join(text.split()))  # normalized below, a batch at a time
                 batch.raws.append(raw)
         if len(batch) >= _BATCH:
@@ -197,10 +205,15 @@ def _csv_items(stream: BinaryIO, options: RecordOptions, report: FilterReport, h
         while chunk := stream.read(1 << 20):
             spool.write(chunk)
         spool.seek(0)
-        encoding = sniff_encoding(spool.read(64 * 1024))
+        encoding = sniff_encoding(spool.read(64 * 1024), "standard input")
+        # The header is read (or refused, lacking a column asked for) before anything is written; a stream without
+        # one has nothing to copy.
+        layout = csv_layout(spool, options, encoding)
+        if layout is None:
+            return
         spool.seek(0)
-        header = spool.readline().decode(encoding, errors="replace").lstrip("\ufeff").rstrip("\r\n")
-        header_out(header)
+        header = spool.read(layout.header_end[0]).decode(encoding, errors="replace").lstrip("\ufeff")
+        header_out(_BLANK_LINES.sub("", header).rstrip("\r\n"))
         batch = _Batch()
         for item in read_records(spool, options, 0, 0, encoding):
             if isinstance(item, BadRecord):
