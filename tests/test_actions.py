@@ -272,7 +272,8 @@ def test_plan_errors_are_one_line(cli, tmp_path, lookalikes, runner):
 
     cli("add", str(lookalikes))
     bad = tmp_path / "bad.json"
-    for content, message in (("{not json", "is not JSON"), ('{"format": 99}', "cannot be read")):
+    for content, message in (("{not json", "is not JSON"), ('{"format": 99}', "cannot be read"),
+                             ("[" * 100_000 + "]" * 100_000, "is not JSON")):
         bad.write_text(content)
         result = cli("clean", "--plan", str(bad), "--yes")
         assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output

@@ -844,7 +844,7 @@ def _read_json(path: Path):
             return json.load(f)
     except OSError as exc:
         raise DedupError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
         raise DedupError(f"{path} is not JSON: {exc}") from None
 
 

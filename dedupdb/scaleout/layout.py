@@ -78,7 +78,7 @@ class Manifest:
             body = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise InputError(f"{out}: not the output of a finished 'dedupdb ray' job (no {MANIFEST})") from None
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise InputError(f"{path}: cannot be read ({exc})") from None
         if body.get("format") != FORMAT or body.get("version") != VERSION:
             raise InputError(f"{path}: not a dedupdb job manifest of version {VERSION}")
