@@ -172,11 +172,19 @@ def test_piped_unified_diff_marks_changed_lines(cli, tmp_path, chinese_pair):
     result = cli("diff", "--unified", str(a), str(b))
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[1:4] == [f"--- {a}", f"+++ {b}", "@@ -1 +1 @@"]
+    assert lines[:3] == [f"--- {a}", f"+++ {b}", "@@ -1 +1 @@"]  # what diff -u writes; the summary beside it
+    assert result.stderr.startswith("jaccard ")
     removed = [line for line in lines if line.startswith("-") and not line.startswith("---")]
     added = [line for line in lines if line.startswith("+") and not line.startswith("+++")]
     assert len(removed) == len(added) == 1
     assert "第17条" in removed[0] and "第27条" in added[0]
+
+
+def test_a_newline_in_a_name_makes_up_no_header_of_a_piped_unified_diff(cli, tmp_path):
+    a = write(tmp_path / "a\n+++ forged\n@@ -9 +9 @@.txt", "one line\nsecond line\n")
+    b = write(tmp_path / "b.txt", "one line\nother line\n")
+    lines = cli("diff", "-u", str(a), str(b)).stdout.splitlines()
+    assert lines[:3] == [f"--- {tmp_path}/a\\n+++ forged\\n@@ -9 +9 @@.txt", f"+++ {b}", "@@ -1,2 +1,2 @@"]
 
 
 def test_piped_unified_diff_shows_a_full_width_digit_change(cli, tmp_path):

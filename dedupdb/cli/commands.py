@@ -392,12 +392,11 @@ def ray_job(
 
 
 def _write_errors(path: Path, failed: list[tuple[str, str]]) -> None:
-    """One line per file not read: its path, a tab, the reason (tabs and line breaks in either as spaces)."""
-    flat = lambda text: text.replace("\t", " ").replace("\r", " ").replace("\n", " ")  # noqa: E731
+    """One line per file not read: its path, a tab, the reason (control characters in either escaped, \\t, \\n)."""
     try:
         with open(path, "w", encoding="utf-8", errors="surrogateescape") as out:
             for name, reason in failed:
-                out.write(f"{flat(name)}\t{flat(reason)}\n")
+                out.write(f"{render.one_line(name)}\t{render.one_line(reason)}\n")
     except OSError as exc:
         raise DedupError(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -982,7 +981,7 @@ def prune(
         render.write_json({"pruned": len(gone), "paths": gone})
         return
     for path in gone:
-        render.console.print(f"forgot {path}", highlight=False, markup=False)
+        render.console.print(f"forgot {render.one_line(path)}", highlight=False, markup=False)
     render.console.print(f"pruned {len(gone)} files", highlight=False)
 
 

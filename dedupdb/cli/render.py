@@ -235,23 +235,24 @@ def job_summary(manifest, out_dir: str) -> None:
         line += f", {counts['failed_inputs']:,} inputs failed"
     console.print(f"{line}; written to {out_dir}", highlight=False, soft_wrap=True)
     for failed in manifest.failed_inputs:
-        err_console.print(f"failed {failed['path']}: {failed['reason']}", highlight=False, markup=False, soft_wrap=True)
+        err_console.print(f"failed {one_line(failed['path'])}: {failed['reason']}", highlight=False, markup=False,
+                          soft_wrap=True)
 
 
 def add_summary(summary: AddSummary, verbose: bool = False) -> None:
     for path, reason in summary.failed:
-        err_console.print(f"[red]failed[/red] {escape(path)}: {escape(reason)}", highlight=False)
+        err_console.print(f"[red]failed[/red] {escape(one_line(path))}: {escape(reason)}", highlight=False)
     for where, reason in summary.bad_records[:50]:
-        err_console.print(f"[yellow]bad record[/yellow] {escape(where)}: {escape(reason)}", highlight=False)
+        err_console.print(f"[yellow]bad record[/yellow] {escape(one_line(where))}: {escape(reason)}", highlight=False)
     if summary.bad_record_count > 50:
         err_console.print(f"... and {summary.bad_record_count - 50} more bad records (see --format json)")
     if verbose:
         for path, reason in summary.skipped:
-            console.print(f"[dim]skipped[/dim] {escape(path)}: {escape(reason)}", highlight=False)
+            console.print(f"[dim]skipped[/dim] {escape(one_line(path))}: {escape(reason)}", highlight=False)
         for path, message in summary.warnings:
-            console.print(f"[yellow]warning[/yellow] {escape(path)}: {escape(message)}", highlight=False)
+            console.print(f"[yellow]warning[/yellow] {escape(one_line(path))}: {escape(message)}", highlight=False)
     for path in summary.missing:
-        console.print(f"[yellow]missing[/yellow] {escape(path)}", highlight=False)
+        console.print(f"[yellow]missing[/yellow] {escape(one_line(path))}", highlight=False)
     counts = summary.counts()
     parts = [f"{name} {count}" for name, count in counts.items()]
     if summary.records or summary.bad_record_count:
@@ -393,7 +394,7 @@ def query_table(hits: list[QueryHit]) -> None:
     # when the terminal is too narrow), and the snippet gives way (its width is set, or rich would squeeze the
     # score columns to nothing on a narrow terminal). 3 characters of border and padding a column.
     fixed = sum(len(name) for name in scores) + 3 * 5 + 1
-    key_width = min(max(cell_len(h.key) for h in hits), max(20, console.width - fixed - 8))
+    key_width = min(max(cell_len(one_line(h.key)) for h in hits), max(20, console.width - fixed - 8))
     table.add_column("key", no_wrap=True, min_width=key_width, max_width=key_width)
     table.add_column("snippet", no_wrap=True, overflow="ellipsis", max_width=max(8, console.width - fixed - key_width))
     for h in hits:
@@ -401,7 +402,7 @@ def query_table(hits: list[QueryHit]) -> None:
             "exact" if h.exact else f"{h.jaccard:.3f}",
             "" if h.containment is None else f"{h.containment:.3f}",
             "" if h.hamming is None else str(h.hamming),
-            Text(shorten(h.key, key_width)),
+            Text(shorten(one_line(h.key), key_width)),
             Text(h.snippet[:80]),
         )
     console.print(table)
@@ -589,12 +590,15 @@ def diff_json(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: flo
 
 
 def diff_view(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: float, result, unified: bool) -> None:
-    console.print(
+    label_a, label_b = one_line(label_a), one_line(label_b)  # a newline in a name would make up a header or a hunk
+    plain = unified and (not console.is_terminal or console.color_system is None or console.no_color)
+    # Without colour, standard output is what 'diff -u' writes, and the summary goes beside it, to standard error.
+    (err_console if plain else console).print(
         f"jaccard {jaccard:.3f} · {result.unit}-level ratio {result.ratio:.3f} · "
         f"{human_bytes(len(text_a.encode()))} vs {human_bytes(len(text_b.encode()))} · {len(result.changes)} change{'' if len(result.changes) == 1 else 's'}",
         highlight=False,
     )
-    if unified and (not console.is_terminal or console.color_system is None or console.no_color):
+    if plain:
         # Without colour a change would not show: lines marked '-' and '+' as 'diff -u' marks them.
         from dedupdb.text.diff import unified_lines
 
@@ -635,8 +639,18 @@ def warn(message: str) -> None:
 
 
 def plan_paths(plan, null: bool) -> None:
-    separator = "\0" if null else "\n"
-    sys.stdout.write("".join(step.remove.path + separator for step in plan.steps))
+    """The paths a plan would act on, one a line, or NUL-separated (null): a name holding a newline would part a
+    line into two paths, the second perhaps a kept file's. A line holds it escaped (\\n), so that a script acts on
+    no path it was not given; NUL-separated paths are as they are."""
+    if null:
+        sys.stdout.write("".join(step.remove.path + "\0" for step in plan.steps))
+        return
+    lines = [one_line(step.remove.path) for step in plan.steps]
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    escaped = sum(line != step.remove.path for line, step in zip(lines, plan.steps))
+    if escaped:
+        warn(f"{escaped} of these paths hold control characters (a newline, a tab), written escaped: --null gives "
+             "them as they are")
 
 
 def plan_table(plan) -> None:
@@ -648,7 +662,7 @@ def plan_table(plan) -> None:
         column.overflow = "fold"  # every character of a path matters when files are about to move
     for step in plan.steps:
         table.add_row(
-            f"{step.cluster}.{step.group}", Text(step.keep.path), Text(step.remove.path),
+            f"{step.cluster}.{step.group}", Text(one_line(step.keep.path)), Text(one_line(step.remove.path)),
             "exact" if step.exact else f"{step.similarity:.2f}", human_bytes(step.remove.size),
         )
     console.print(table)
@@ -755,7 +769,7 @@ def ignored_table(pairs) -> None:
         return
     table = Table("document", "not a duplicate of", "since", "stored", highlight=False)
     for p in pairs:
-        table.add_row(Text(p.a), Text(p.b), _local_time(p.created_at), "yes" if p.in_store else "no")
+        table.add_row(Text(one_line(p.a)), Text(one_line(p.b)), _local_time(p.created_at), "yes" if p.in_store else "no")
     console.print(table)
 
 
