@@ -278,6 +278,19 @@ def test_plan_errors_are_one_line(cli, tmp_path, lookalikes, runner):
         result = cli("clean", "--plan", str(bad), "--yes")
         assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
     plan = cli("clean", "--action", "move", "--to", str(tmp_path / "out"), "--format", "json").stdout
+    before = {p: p.read_bytes() for p in lookalikes.rglob("*") if p.is_file()}
+    # Hand edits the plan's reader refuses with its reason, before any file is touched: an action that is none,
+    # a path that is not absolute (or not a path), a folder to move into that is not one.
+    for edit in (lambda p: p.update(action="delete"), lambda p: p.update(action=None),
+                 lambda p: p["steps"][0]["act_on"].update(path="copy.txt"), lambda p: p["steps"][0]["keep"].update(path=""),
+                 lambda p: p["steps"][0]["act_on"].update(path=5), lambda p: p.update(to=5), lambda p: p.update(to="out")):
+        edited = json.loads(plan)
+        edit(edited)
+        bad.write_text(json.dumps(edited))
+        result = cli("clean", "--plan", str(bad), "--yes")
+        assert result.exit_code == 1 and "the plan cannot be read" in result.output, result.output
+        assert "Traceback" not in result.output
+    assert {p: p.read_bytes() for p in lookalikes.rglob("*") if p.is_file()} == before
     bad.write_text(plan)
     other = tmp_path / "other.db"
     runner.invoke(app, ["add", str(lookalikes / "weather.txt"), "--db", str(other)])

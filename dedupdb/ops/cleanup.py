@@ -97,14 +97,22 @@ class Plan:
                 for s in data["steps"]
             ]
             passed = [(str(p["path"]), str(p["reason"])) for p in data.get("passed_over", [])]
-            return cls(str(data["action"]), data.get("to"), str(data.get("keep_rule", DEFAULT_KEEP)),
+            action = data["action"]
+            Action.named(action)  # one of the actions, by its name
+            to = data.get("to")
+            if to is not None and not (isinstance(to, str) and os.path.isabs(to)):
+                raise ValueError(f"'to' must be an absolute folder path, not {to!r}")
+            return cls(action, to, str(data.get("keep_rule", DEFAULT_KEEP)),
                        str(data.get("database", "")), steps, passed, bool(data.get("include_templates", False)))
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"the plan cannot be read: {exc}") from None
 
 
 def _state(item: dict) -> FileState:
-    return FileState(str(item["path"]), int(item["size"]), int(item["mtime_ns"]), str(item["digest"]))
+    path = item["path"]
+    if not (isinstance(path, str) and os.path.isabs(path)):  # as a plan writes them: what a step names is certain
+        raise ValueError(f"a file's path must be absolute, not {path!r}")
+    return FileState(path, int(item["size"]), int(item["mtime_ns"]), str(item["digest"]))
 
 
 @dataclass
