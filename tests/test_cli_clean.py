@@ -188,6 +188,38 @@ def test_undo_finds_trashed_files_the_journal_did_not_place(cli, archive, isolat
     assert (archive / gone[0]).exists()
 
 
+@pytest.mark.parametrize("action", ["trash", "hardlink", "move"])
+def test_a_file_of_the_longest_name_can_be_cleaned_and_undone(cli, tmp_path, isolated_dirs, monkeypatch, action):
+    """A name of 255 bytes (the most a file name may hold): its temporary name beside it, and its name and info
+    file's in the trash, would be longer still; they are made to fit, and undo gives the file back, byte for byte.
+    The move crosses file systems here (a copy under the temporary name, then a rename)."""
+    import errno
+
+    root = tmp_path / "long"
+    kept = write(root / "kept.txt", ENGLISH)
+    os.utime(kept, ns=(10**18, 10**18))
+    name = "中" * 80 + "x" * 11 + ".txt"  # 255 bytes in UTF-8
+    assert len(name.encode()) == 255
+    copy = write(root / name, ENGLISH)
+    before = {p.name: p.read_bytes() for p in root.iterdir()}
+    assert cli("add", str(root)).exit_code == 0
+    rename = os.rename
+
+    def across(source, target):  # as between two file systems
+        if str(target).startswith(str(tmp_path / "out")):
+            raise OSError(errno.EXDEV, "cross-device link")
+        return rename(source, target)
+
+    monkeypatch.setattr(os, "rename", across)
+    options = ["--to", str(tmp_path / "out")] if action == "move" else []
+    result = cli("clean", "--action", action, *options, "--yes")
+    assert result.exit_code == 0 and "1 done" in result.stdout, result.output
+    assert not copy.exists() or action == "hardlink"
+    assert cli("undo").exit_code == 0
+    assert {p.name: p.read_bytes() for p in root.iterdir()} == before
+    assert not any(".dedupdb-partial" in p.name for p in tmp_path.rglob("*"))
+
+
 def test_undo_that_cannot_restore_exits_non_zero(cli, archive, isolated_dirs):
     assert cli("clean", "--action", "trash", "--under", str(archive / "zh"), "--yes").exit_code == 0
     for item in (isolated_dirs / "data" / "Trash" / "files").iterdir():

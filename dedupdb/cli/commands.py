@@ -729,9 +729,11 @@ def export(
         if output is None or str(output) == "-":  # '-' as the other commands read it, never a file named '-'
             count = render.export_records(records, fmt.value)
         else:
+            from dedupdb.ops.fileops import partial_path
+
             # Written beside the target and renamed at the end: the output may be one of the sources read.
             target = output.expanduser().resolve()
-            partial = target.with_name(target.name + ".dedupdb-partial")
+            partial = partial_path(target)
             try:
                 with open(partial, "w", encoding="utf-8", newline="") as out:
                     count = render.export_records(records, fmt.value, out)

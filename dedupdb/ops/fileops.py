@@ -7,7 +7,20 @@ import os
 import shutil
 from pathlib import Path
 
+import xxhash
+
 _PARTIAL = ".dedupdb-partial"
+NAME_MAX = 255  # bytes in a file name, on the file systems of Linux, macOS and Windows alike
+
+
+def partial_path(path: Path) -> Path:
+    """The temporary name beside path that a copy or a link is made under before it is renamed into place: path's
+    name and a suffix, or a name made from a hash of it where that would be longer than a file name may be (else
+    a file of a long name could never be moved or linked)."""
+    name = path.name + _PARTIAL
+    if len(os.fsencode(name)) > NAME_MAX:
+        name = f".{xxhash.xxh64_hexdigest(os.fsencode(path.name))}{_PARTIAL}"
+    return path.with_name(name)
 
 
 def safe_move(source: Path, destination: Path) -> None:
@@ -22,7 +35,7 @@ def safe_move(source: Path, destination: Path) -> None:
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
-    partial = destination.with_name(destination.name + _PARTIAL)
+    partial = partial_path(destination)
     try:
         shutil.copy2(source, partial)
         with open(partial, "rb+") as f:
@@ -42,7 +55,7 @@ def replace_with_link(path: Path, original: Path) -> None:
     """Make path a hard link to original, atomically, and only while both hold the same bytes: a link made
     under a temporary name is compared byte for byte with path before it replaces it, so nothing that
     differs from the kept file is ever replaced by it."""
-    temporary = path.with_name(path.name + _PARTIAL)
+    temporary = partial_path(path)
     temporary.unlink(missing_ok=True)
     os.link(original, temporary)
     try:
@@ -56,7 +69,7 @@ def replace_with_link(path: Path, original: Path) -> None:
 
 def replace_with_copy(path: Path, original: Path, mtime_ns: int) -> None:
     """Make path an independent copy of original again (undoing a hard link), with the given modification time."""
-    temporary = path.with_name(path.name + _PARTIAL)
+    temporary = partial_path(path)
     try:
         shutil.copyfile(original, temporary)
         os.utime(temporary, ns=(mtime_ns, mtime_ns))
@@ -73,7 +86,7 @@ def mirrored(path: Path, folder: Path) -> Path:
 
 def discard_partial(path: Path) -> None:
     """Remove what an interrupted copy or link to path left under its temporary name (never path itself)."""
-    path.with_name(path.name + _PARTIAL).unlink(missing_ok=True)
+    partial_path(path).unlink(missing_ok=True)
 
 
 def same_bytes(a: Path, b: Path, chunk: int = 1 << 20) -> bool:

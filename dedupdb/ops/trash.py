@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+from dedupdb.ops.fileops import NAME_MAX
+
 _INFO = ".trashinfo"
 
 
@@ -97,9 +99,8 @@ def _trash_into(path: Path, folder: Path, top: Path | None) -> Path:
         d.mkdir(mode=0o700, parents=d is folder and top is None, exist_ok=True)
     recorded = str(path) if top is None else os.path.relpath(path, top)
     body = f"[Trash Info]\nPath={quote(os.fsencode(recorded))}\nDeletionDate={time.strftime('%Y-%m-%dT%H:%M:%S')}\n"
-    stem, suffix = os.path.splitext(path.name)
     for n in range(1, 100_000):
-        name = path.name if n == 1 else f"{stem} {n}{suffix}"
+        name = _trash_name(path.name, n)
         if (files / name).exists() or (files / name).is_symlink():
             continue
         try:
@@ -115,6 +116,23 @@ def _trash_into(path: Path, folder: Path, top: Path | None) -> Path:
             raise
         return files / name
     raise OSError(errno.EEXIST, "no free name in the trash", str(folder))
+
+
+def _trash_name(name: str, n: int) -> str:
+    """The n-th name tried for a file in a trash's files/ folder: its own, then 'report 2.txt', 'report 3.txt'...;
+    the part before the suffix cut short (by whole characters) where the name and its info file's would be longer
+    than a file name may be (the info file records the real name)."""
+    stem, suffix = os.path.splitext(name)
+    if len(os.fsencode(suffix)) > 32:  # a dot far back is no suffix to keep
+        stem, suffix = name, ""
+    tail = suffix if n == 1 else f" {n}{suffix}"
+    room = NAME_MAX - len(os.fsencode(tail + _INFO))
+    encoded = os.fsencode(stem)
+    if len(encoded) > room:
+        while room > 0 and encoded[room] & 0xC0 == 0x80:  # not inside a character's UTF-8 bytes
+            room -= 1
+        stem = os.fsdecode(encoded[:room])
+    return stem + tail
 
 
 def info_file(trashed: Path) -> Path:
