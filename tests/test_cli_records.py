@@ -74,6 +74,19 @@ def test_json_the_parser_refuses_and_a_nul_byte_are_each_a_bad_record(cli, tmp_p
     assert json.loads(result.stdout)["failed_paths"] == [{"path": str(binary), "reason": "binary file"}]
 
 
+def test_a_record_of_empty_text_or_id_is_a_bad_record_said_so(cli, tmp_path):
+    """A text that is empty, blank or only invisible characters has nothing to store: a bad record with its line (it
+    was dropped unsaid), as a query of it is refused; an empty id is said to be empty, not missing."""
+    path = tmp_path / "posts.jsonl"
+    rows = [{"id": "a", "text": ""}, {"id": "b", "text": "   "}, {"id": "c", "text": "\u200b\u200d"},
+            {"id": "", "text": ENGLISH}, {"id": "e", "text": ENGLISH}]
+    path.write_text(_jsonl(rows), encoding="utf-8")
+    summary = _summary(cli("add", str(path), "--id-field", "id", "--format", "json"))
+    assert summary["records"] == 1
+    assert [(b["where"].rsplit(":", 1)[-1], b["reason"]) for b in summary["bad_records"]] == [
+        ("1", "empty text"), ("2", "empty text"), ("3", "empty text"), ("4", "empty field 'id'")]
+
+
 def test_csv_with_sniffed_delimiter_and_text_field(cli, tmp_path):
     path = tmp_path / "table.csv"
     rows = ["id;body;lang", f'a;"{ENGLISH}";en', f'b;"{ENGLISH_EDITED}";en', f"c;{ENGLISH_OTHER.replace(',', '')};en",

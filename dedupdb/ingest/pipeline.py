@@ -33,6 +33,7 @@ from dedupdb.config import (
 from dedupdb.errors import DatabaseError, DedupError, InputError, ReadError
 from dedupdb.index.indexer import Indexer, NewDocument
 from dedupdb.ingest.records import (
+    EMPTY_RECORD,
     MAX_RECORD_BYTES,
     BadRecord,
     Chunk,
@@ -845,7 +846,8 @@ class _RecordRead:
                 if reason is not None:
                     summary.note_bad(f"{self.path}:{record_line}", reason)
                     continue
-                if text_hash is None:
+                if text_hash is None:  # as a query of it is refused: said, not dropped unseen
+                    summary.note_bad(f"{self.path}:{record_line}", EMPTY_RECORD)
                     continue
                 key = prefix + record_id
                 if key in taken:

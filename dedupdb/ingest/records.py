@@ -28,6 +28,8 @@ from dedupdb.text.normalize import valid_utf8
 # Why a record whose text or id holds half a surrogate pair (a JSON escape can name one) is a bad record: the store
 # cannot hold it.
 UNPAIRED_SURROGATE = "not valid Unicode (an unpaired surrogate escape)"
+# A record whose text is empty once normalized (blank, or only invisible characters): nothing to store or compare.
+EMPTY_RECORD = "empty text"
 
 FORMATS = ("jsonl", "csv", "lines")
 # Mail files are read message by message as record files are read record by record (ingest/mail.py); these
@@ -421,8 +423,10 @@ def _pick(obj, options: RecordOptions, line: int) -> tuple[str, str] | str:
     record_id = str(line)
     if options.id_field:
         value = obj.get(options.id_field)
-        if value is None or value == "":
+        if value is None:
             return f"no field {options.id_field!r}"
+        if value == "":
+            return f"empty field {options.id_field!r}"
         record_id = str(value)
     if not valid_utf8(text) or not valid_utf8(record_id):  # a JSON escape can name half a surrogate pair
         return UNPAIRED_SURROGATE
