@@ -127,6 +127,11 @@ def test_stdin_needs_a_format_and_replaces_itself(cli):
     summary = _summary(cli("add", "-", "--records", "lines", "--format", "json", input=f"{ENGLISH_OTHER}\n"))
     assert summary["updated"] == 1
     assert _cluster_keys(cli) == []
+    # A second corpus piped in takes the first's place: said, as a warning the summary line counts.
+    assert summary["warnings"] == [{"path": "<stdin>", "message": "replaced the 2 records an earlier add of standard "
+                                    "input stored: it is one source (save each corpus to a file to keep both)"}]
+    result = cli("add", "-", "--records", "lines", input=f"{ENGLISH}\n")
+    assert "warnings 1" in result.output
 
 
 def test_grown_file_indexes_only_new_records(cli, tmp_path, db_path):

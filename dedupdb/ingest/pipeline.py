@@ -681,9 +681,13 @@ class Ingest:
                 size += len(chunk)
             known = self.store.file_by_path(STDIN_NAME)
             live = known is not None and known.status != "missing"
+            held = len(self.store.documents_of_file(known.id)) if live else 0
             read = _RecordRead(self, STDIN_NAME, time.time_ns(), options, replace=live, key_prefix="stdin")
             read.run(spool, (0, 0), xxhash.xxh3_128(), size)
         (self.summary.updated if live else self.summary.added).append(STDIN_NAME)
+        if held:  # said, since a second corpus piped in would otherwise take the first's place unnoticed
+            self.summary.warnings.append((STDIN_NAME, f"replaced the {held:,} records an earlier add of standard input "
+                                                      "stored: it is one source (save each corpus to a file to keep both)"))
 
     # --- vanished files ------------------------------------------------------------
 
