@@ -189,7 +189,8 @@ def _expected(data: bytes, options: RecordOptions, name: str) -> tuple[dict[str,
             bad.append((f"{name}:{item.line}", item.reason))
             continue
         text = next(texts)
-        if not text:
+        if not text:  # nothing to store: a bad record, said
+            bad.append((f"{name}:{item.line}", "empty text"))
             continue
         key = f"{name}#{item.record_id}"
         if key in documents:
