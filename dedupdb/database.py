@@ -483,8 +483,8 @@ class Database:
             raise OptionError(f"containment must be in (0, 1], got {containment!r}")
         if threshold is not None and not (isinstance(threshold, Real) and 0.0 <= threshold <= 1.0):
             raise OptionError(f"threshold must be in [0, 1], got {threshold!r}")
-        if isinstance(top, bool) or not isinstance(top, Integral) or top < 0:
-            raise OptionError(f"top must be a whole number, 0 or more (0 for all), got {top!r}")
+        if top is not None and (isinstance(top, bool) or not isinstance(top, Integral) or top < 0):
+            raise OptionError(f"top must be a whole number, 0 or more (0 or None for all), got {top!r}")
 
     def _answer_all(self, items, threshold, top, containment, workers, source,
                     progress=None) -> Iterator[QueryResult]:

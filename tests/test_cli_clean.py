@@ -231,20 +231,25 @@ def test_undo_that_cannot_restore_exits_non_zero(cli, archive, isolated_dirs):
 
 def test_a_name_holding_a_newline_cannot_list_the_kept_file_for_removal(cli, tmp_path):
     """A copy named 'a<newline>' + the kept file's path: listed one a line, its name would read as two paths, the
-    second the kept file's, for a script to remove. Lines hold it escaped (and say so); --null gives it whole; the
-    tables and the prune list hold it on one line too."""
+    second the kept file's, for a script to remove. A piped list leaves it out (and says so); --null gives it whole;
+    the tables and the prune list hold it on one line, escaped."""
     root = tmp_path / "d"
     keep = write(root / "keep.txt", ENGLISH)
     os.utime(keep, ns=(10**18, 10**18))  # older: the one kept
     copy = write(root / f"a\n{keep}", ENGLISH)
     assert cli("add", str(root)).exit_code == 0
     result = cli("clean")
-    assert result.stdout.splitlines() == [str(copy).replace("\n", "\\n")]
-    assert "written escaped" in result.stderr
+    # Escaped (a backslash and an n), it could read as another file's real name: piped, it is left out, and said.
+    assert result.stdout == "" and "1 paths left out of the list" in result.stderr
     assert cli("clean", "-0").stdout == f"{copy}\0"
     assert "a\\n" in cli("clean", "--action", "move", "--to", str(tmp_path / "out")).stdout  # the plan's table
     copy.unlink()
     assert cli("prune").stdout.splitlines()[0] == f"forgot {root}/a\\n{keep}"
+
+
+def test_a_least_similarity_out_of_its_range_is_a_usage_error(cli, archive):
+    for value in ("nan", "1.5", "-0.1"):
+        assert cli("clean", "--min-similarity", value).exit_code == 2
 
 
 def test_records_are_never_cleaned(cli, tmp_path):

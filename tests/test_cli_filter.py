@@ -135,6 +135,8 @@ def test_filter_csv_writes_its_header_only_once_it_is_read():
     with pytest.raises(InputError, match="no column 'text'"):
         run_filter(io.BytesIO(b"id,body\n1,hello\n"), out, FilterOptions(records=RecordOptions("csv", "text")))
     assert out.getvalue() == ""
+    with pytest.raises(InputError, match="no column 'text'"):  # a row of empty fields is a header, not a blank line
+        run_filter(io.BytesIO(b",,\nid,text\n1,hello\n"), io.StringIO(), FilterOptions(records=RecordOptions("csv", "text")))
     assert _run("", records=RecordOptions("csv", "text"))[0] == ""
 
 

@@ -69,9 +69,12 @@ def test_json_the_parser_refuses_and_a_nul_byte_are_each_a_bad_record(cli, tmp_p
         ("4", "invalid JSON (Invalid control character at)")]
     binary = tmp_path / "noise.jsonl"
     binary.write_bytes(bytes(range(256)) * 40)
-    result = cli("add", str(binary), "--text-field", "text", "--format", "json")
-    assert result.exit_code == 23
-    assert json.loads(result.stdout)["failed_paths"] == [{"path": str(binary), "reason": "binary file"}]
+    wide = tmp_path / "wide.txt"  # UTF-32 without a mark: NULs by the thousand are no stray ones
+    wide.write_bytes("hello world line\n".encode("utf-32-le") * 50)
+    for path, options in ((binary, ["--text-field", "text"]), (wide, ["--lines"])):
+        result = cli("add", str(path), *options, "--format", "json")
+        assert result.exit_code == 23
+        assert json.loads(result.stdout)["failed_paths"] == [{"path": str(path), "reason": "binary file"}]
 
 
 def test_a_record_of_empty_text_or_id_is_a_bad_record_said_so(cli, tmp_path):

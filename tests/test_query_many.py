@@ -315,19 +315,43 @@ def test_query_records_reads_on_past_what_the_parser_refuses(store, tmp_path):
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_a_compressed_file_cut_short_is_answered_up_to_where_it_breaks(store, monkeypatch, tmp_path, workers):
-    """The records a damaged compressed file gives before its damage are answered, then its error is raised."""
+def test_an_input_that_breaks_off_is_answered_up_to_where_it_breaks(store, monkeypatch, workers):
+    """Texts given before the input fails (an InputError: a compressed file cut short, an item of the wrong kind)
+    are all answered, those of the batch it broke off in and those in flight too, then the error is raised."""
     monkeypatch.setattr(querying, "QUERY_BATCH", 50)
-    monkeypatch.setattr(querying, "POOL_AT_ONCE_BYTES", 1)
-    texts = [f"{WORDS[i % 16]} {i * 7919 % 100_003} {WORDS[(i * 7) % 16]} {i * 104_729 % 1_000_003}" for i in range(12_000)]
-    whole = gzip.compress(_jsonl_of(texts).encode("utf-8"))
-    path = tmp_path / "cut.jsonl.gz"
-    path.write_bytes(whole[: len(whole) // 2])
+    texts = [f"{WORDS[i % 16]} {i} {WORDS[(i * 7) % 16]} {i * 7919 % 100_003}" for i in range(237)]
+
+    def breaking():
+        yield from texts
+        raise InputError("the input broke off")
+
     answered = []
-    with dedupdb.open(store) as db, pytest.raises(InputError, match="corrupt gzip data"):
-        for result in db.query_records(path, workers=workers):
+    with dedupdb.open(store) as db, pytest.raises(InputError, match="broke off"):
+        for result in db.query_many(breaking(), workers=workers):
             answered.append(result.id)
-    assert len(answered) > 100 and answered == [str(i) for i in range(1, len(answered) + 1)]
+    assert answered == [str(i) for i in range(237)]
+
+
+def test_a_compressed_file_cut_short_is_answered_up_to_its_damage(store, tmp_path):
+    """Cut short within its first 64 KiB, which the format is judged from, or further on: the records before the
+    damage are answered (all but those of the last 16 KiB read), then its error."""
+    import zlib
+
+    texts = [f"{WORDS[i % 16]} {i * 7919 % 100_003} {WORDS[(i * 7) % 16]} {i * 104_729 % 1_000_003}" for i in range(6_000)]
+    data = _jsonl_of(texts).encode("utf-8")
+    whole = gzip.compress(data)
+    per_piece = 16 * 1024 // min(len(line) for line in data.splitlines()) + 1  # lines a 16 KiB read may hold
+    with dedupdb.open(store) as db:
+        for cut in (len(whole) // 8, len(whole) // 2):
+            path = tmp_path / f"cut{cut}.jsonl.gz"
+            path.write_bytes(whole[:cut])
+            recoverable = zlib.decompressobj(31).decompress(whole[:cut]).count(b"\n")
+            answered = []
+            with pytest.raises(InputError, match="corrupt gzip data"):
+                for result in db.query_records(path, workers=0):
+                    answered.append(result.id)
+            assert recoverable > per_piece and answered == [str(i) for i in range(1, len(answered) + 1)]
+            assert len(answered) >= recoverable - per_piece, (cut, recoverable, len(answered))
 
 
 def test_a_named_pipe_is_read_as_it_is_written(store, tmp_path):
@@ -370,6 +394,7 @@ def test_library_arguments_of_the_wrong_kind_are_input_errors(store):
                 with pytest.raises(OptionError):
                     call()
         assert db.query(ENGLISH, top=np.int64(1), threshold=np.float64(0.5))[0].exact  # numpy's numbers are numbers
+        assert db.query(ENGLISH, top=None) == db.query(ENGLISH, top=0)  # None, as 0: all
 
 
 def test_query_records_from_stdin(store):

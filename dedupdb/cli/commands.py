@@ -640,7 +640,8 @@ def reindex(
                 render.write_json({**render.add_summary_json(summary), "forgotten_paths": gone})
                 return
             for path in gone:
-                render.err_console.print(f"forgotten (cannot be read again): {path}", highlight=False, soft_wrap=True)
+                render.err_console.print(f"forgotten (cannot be read again): {render.one_line(path)}", highlight=False,
+                                         markup=False, soft_wrap=True)
             render.add_summary(summary)
             return
         with render.progress_bar("Reindexing") as progress:

@@ -108,11 +108,14 @@ def distinct_labels(a: str, b: str, width: int) -> tuple[str, str]:
 _ESCAPED_CONTROLS = {code: {9: "\\t", 10: "\\n", 13: "\\r"}.get(code, f"\\x{code:02x}")
                      for code in [*range(32), *range(127, 160)]}
 _ESCAPED_CONTROLS.update({code: f"\\u{code:04x}" for code in (0x2028, 0x2029)})  # lines part there too, for some
+_ESCAPED = {**_ESCAPED_CONTROLS, ord("\\"): "\\\\"}  # a backslash too: a name holding "\\n" is no other's
 
 
 def one_line(text: str) -> str:
-    """text with its control characters escaped (\\t, \\n, \\x00...): one field of one line."""
-    return text.translate(_ESCAPED_CONTROLS) if not text.isprintable() else text
+    """text with its control characters escaped (\\t, \\n, \\x00...) and its backslashes doubled: one field of
+    one line, which no two names share (a name holding a backslash and an n reads apart from one holding a
+    newline)."""
+    return text.translate(_ESCAPED) if not text.isprintable() or "\\" in text else text
 
 
 def human_bytes(n: int) -> str:
@@ -235,8 +238,8 @@ def job_summary(manifest, out_dir: str) -> None:
         line += f", {counts['failed_inputs']:,} inputs failed"
     console.print(f"{line}; written to {out_dir}", highlight=False, soft_wrap=True)
     for failed in manifest.failed_inputs:
-        err_console.print(f"failed {one_line(failed['path'])}: {failed['reason']}", highlight=False, markup=False,
-                          soft_wrap=True)
+        err_console.print(f"failed {one_line(failed['path'])}: {one_line(failed['reason'])}", highlight=False,
+                          markup=False, soft_wrap=True)
 
 
 def add_summary(summary: AddSummary, verbose: bool = False) -> None:
@@ -327,7 +330,7 @@ class _LineWriter:
 
 def _member_line(out: _LineWriter, guide: str, label: tuple[str, str], m, width: int | None) -> None:
     """'├── exact KEY  SIZE · TIME', the key shortened in its middle when the line would not fit the terminal."""
-    link = f" · hard link of {m.linked_to}" if m.linked_to else ""
+    link = f" · hard link of {one_line(m.linked_to)}" if m.linked_to else ""
     meta = f"{human_bytes(m.bytes)} · {_when(m.mtime_ns)}{link}"
     key = one_line(m.key)
     if width is not None:
@@ -639,18 +642,22 @@ def warn(message: str) -> None:
 
 
 def plan_paths(plan, null: bool) -> None:
-    """The paths a plan would act on, one a line, or NUL-separated (null): a name holding a newline would part a
-    line into two paths, the second perhaps a kept file's. A line holds it escaped (\\n), so that a script acts on
-    no path it was not given; NUL-separated paths are as they are."""
+    """The paths a plan would act on, one a line, or NUL-separated (null). A name holding a newline would part a
+    line into two paths, the second perhaps a kept file's; written escaped, it could read as another file's real
+    name (one holding a backslash and an n). So piped, a line never holds such a name: it is left out, and said;
+    on a terminal it is shown escaped. NUL-separated paths are all there, as they are."""
     if null:
         sys.stdout.write("".join(step.remove.path + "\0" for step in plan.steps))
         return
-    lines = [one_line(step.remove.path) for step in plan.steps]
-    sys.stdout.write("".join(line + "\n" for line in lines))
-    escaped = sum(line != step.remove.path for line, step in zip(lines, plan.steps))
-    if escaped:
-        warn(f"{escaped} of these paths hold control characters (a newline, a tab), written escaped: --null gives "
-             "them as they are")
+    paths = [step.remove.path for step in plan.steps]
+    if console.is_terminal:
+        sys.stdout.write("".join(one_line(path) + "\n" for path in paths))
+        return
+    plain = [path for path in paths if path.isprintable()]
+    sys.stdout.write("".join(path + "\n" for path in plain))
+    if len(plain) < len(paths):
+        warn(f"{len(paths) - len(plain)} paths left out of the list: they hold control characters (a newline, a "
+             "tab), which one path a line cannot carry; --null (-0) lists every path as it is")
 
 
 def plan_table(plan) -> None:
@@ -692,7 +699,7 @@ def clean_outcome(outcome, action: str, undoable: bool = True) -> None:
     for label, items in (("[red]refused[/red]", outcome.refused), ("[yellow]skipped[/yellow]", outcome.skipped),
                          ("[red]failed[/red]", outcome.failed)):
         for path, why in items:
-            err_console.print(f"{label} {escape(path)}: {escape(why)}", highlight=False)
+            err_console.print(f"{label} {escape(one_line(path))}: {escape(why)}", highlight=False)
     batch = ""
     if outcome.batch:
         back = f"'dedupdb undo {outcome.batch}' puts it back" if undoable else "restore from the system trash"
@@ -716,9 +723,10 @@ def undo_json(outcome) -> dict:
 
 def undo_outcome(outcome) -> None:
     for path, why in outcome.cannot:
-        err_console.print(f"[yellow]cannot restore[/yellow] {escape(path)}: {escape(why)}", highlight=False)
+        err_console.print(f"[yellow]cannot restore[/yellow] {escape(one_line(path))}: {escape(why)}", highlight=False)
     for path in outcome.changed:
-        err_console.print(f"[yellow]restored, edited since the cleanup[/yellow] {escape(path)}", highlight=False)
+        err_console.print(f"[yellow]restored, edited since the cleanup[/yellow] {escape(one_line(path))}",
+                          highlight=False)
     console.print(
         f"batch {outcome.batch}: {len(outcome.restored)} restored, {len(outcome.cannot)} cannot be restored",
         highlight=False,
@@ -756,7 +764,8 @@ def journal_table(batches) -> None:
 def ignore_outcome(outcome) -> None:
     console.print(f"{outcome.added} pairs declared not duplicates ({outcome.already} already were)", highlight=False)
     for a, b in outcome.same_text:
-        err_console.print(f"left grouped: {a} and {b} hold the same text", highlight=False, markup=False)
+        err_console.print(f"left grouped: {one_line(a)} and {one_line(b)} hold the same text", highlight=False,
+                          markup=False)
 
 
 def ignored_json(pair) -> dict:

@@ -303,12 +303,15 @@ def query_records_of(
         raise InputError(f"{readable_name(file)} is a folder; give a record file")
     try:
         if not file.is_file():  # a pipe (or a device): opening it waits for a writer, as reading standard input does
-            return _stdin_records(open(file, "rb"), resolved, readable_name(file)), None, True
+            return _stdin_records(open(file, "rb"), resolved, readable_name(file), owned=True), None, True
         stream = open_record_file(file)
     except OSError as exc:
         raise InputError(f"cannot read {readable_name(file)}: {exc.strerror or exc}") from None
-    size = None if compression_of(file) else file.stat().st_size
-    return _records(stream, resolved, stream.read(_SAMPLE_BYTES), readable_name(file)), size, False
+    compressed = compression_of(file) is not None
+    # A compressed file's start is looked at in its buffer, not read: cut short within it, a read would raise and
+    # give none of it, where the records before the damage are to be answered.
+    sample = stream.peek(_SAMPLE_BYTES)[:_SAMPLE_BYTES] if compressed else stream.read(_SAMPLE_BYTES)
+    return _records(stream, resolved, sample, readable_name(file)), None if compressed else file.stat().st_size, False
 
 
 def _records(stream: BinaryIO, options: RecordOptions, sample: bytes, name: str) -> Iterator[QueryText]:
@@ -323,10 +326,11 @@ def _records(stream: BinaryIO, options: RecordOptions, sample: bytes, name: str)
                 yield QueryText(item.record_id, item.text, item.line, None, item.end_offset)
 
 
-def _stdin_records(stdin: BinaryIO | None, options: RecordOptions, name: str = STANDARD_INPUT) -> Iterator[QueryText]:
-    """Standard input (or a stream so named), read as it comes: JSON Lines and lines straight through, so answers
-    come while it is still being written; CSV, which the reader seeks back in, through a spool (in memory up to 32
-    MiB, then on disk)."""
+def _stdin_records(stdin: BinaryIO | None, options: RecordOptions, name: str = STANDARD_INPUT,
+                   owned: bool = False) -> Iterator[QueryText]:
+    """Standard input (or a stream so named, closed once read where owned), read as it comes: JSON Lines and lines
+    straight through, so answers come while it is still being written; CSV, which the reader seeks back in, through
+    a spool (in memory up to 32 MiB, then on disk)."""
     import sys
 
     if stdin is None and sys.stdin is None:  # started with standard input closed ('<&-')
@@ -336,9 +340,11 @@ def _stdin_records(stdin: BinaryIO | None, options: RecordOptions, name: str = S
         spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)
         while chunk := source.read(1 << 20):
             spool.write(chunk)
+        if owned:
+            source.close()
         spool.seek(0)
         return _records(spool, options, spool.read(_SAMPLE_BYTES), name)
-    stream = io.BufferedReader(_ForwardOnly(source), _SAMPLE_BYTES)
+    stream = io.BufferedReader(_ForwardOnly(source, owned), _SAMPLE_BYTES)
     return _records(stream, options, stream.peek(_SAMPLE_BYTES)[:_SAMPLE_BYTES], name)
 
 
@@ -346,8 +352,9 @@ class _ForwardOnly(io.RawIOBase):
     """A stream read once, front to back (a pipe): seeking is allowed only to where it is, which is all the reader
     of JSON Lines and lines asks (the buffer above it serves a seek back within what it holds)."""
 
-    def __init__(self, source: BinaryIO) -> None:
+    def __init__(self, source: BinaryIO, owned: bool = False) -> None:
         self._source = source
+        self._owned = owned  # closed with this stream (a named pipe opened for it; never standard input)
         self._position = 0
 
     def readable(self) -> bool:
@@ -370,3 +377,8 @@ class _ForwardOnly(io.RawIOBase):
         if whence not in (io.SEEK_SET, io.SEEK_CUR) or target != self._position:
             raise io.UnsupportedOperation("standard input is read once, front to back")
         return self._position
+
+    def close(self) -> None:
+        if self._owned and not self.closed:
+            self._source.close()
+        super().close()

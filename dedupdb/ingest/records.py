@@ -112,6 +112,9 @@ def _decompression_errors(compression: str) -> tuple[type[BaseException], ...]:
     return errors
 
 
+_PIECE = 16 * 1024  # decompressed bytes a read asks for at a time
+
+
 class _Decompressed(io.RawIOBase):
     """The decompressed bytes of a compressed file, readable, and seekable as the record reader needs: forward by
     reading on, backward by starting over from the beginning (a resumed read seeks forward once; a CSV record
@@ -124,6 +127,7 @@ class _Decompressed(io.RawIOBase):
         self._file: BinaryIO | None = None
         self._inner = None
         self._position = 0
+        self._broken: CorruptCompressedFile | None = None  # met by a read that returned what came before it
         self._open()
 
     def _open(self) -> None:
@@ -144,6 +148,7 @@ class _Decompressed(io.RawIOBase):
             self._close_inner()
             raise self._corrupt(exc) from None
         self._position = 0
+        self._broken = None
 
     def _corrupt(self, exc: BaseException) -> CorruptCompressedFile:
         detail = " ".join(str(exc).split()) or type(exc).__name__
@@ -162,15 +167,28 @@ class _Decompressed(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
-        try:
-            data = self._inner.read(len(buffer))
-        except (*self._errors, OSError) as exc:
-            if isinstance(exc, OSError) and exc.errno is not None:
-                raise  # the disk, not the data ("Invalid data stream" of bz2 has no errno)
-            raise self._corrupt(exc) from None
-        buffer[: len(data)] = data
-        self._position += len(data)
-        return len(data)
+        """Read in pieces of _PIECE bytes: where the data breaks off, what the pieces before it gave is returned
+        and the error raised at the next read (a decompressor that fails inside one large read gives none of it),
+        so that the records before the damage are read."""
+        if self._broken is not None:
+            raise self._broken
+        view, filled = memoryview(buffer), 0
+        while filled < len(view):
+            try:
+                data = self._inner.read(min(_PIECE, len(view) - filled))
+            except (*self._errors, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno is not None:
+                    raise  # the disk, not the data ("Invalid data stream" of bz2 has no errno)
+                self._broken = self._corrupt(exc)
+                if not filled:
+                    raise self._broken from None
+                break
+            if not data:
+                break
+            view[filled : filled + len(data)] = data
+            filled += len(data)
+        self._position += filled
+        return filled
 
     def tell(self) -> int:
         return self._position
@@ -344,10 +362,10 @@ def sniff_encoding(sample: bytes, name: str = "<bytes>") -> str:
     try:
         _, encoding = decode(head, name)
     except ReadError:
-        if b"\x00" not in head:
-            raise
-        # A NUL byte in a record is that record's fault, a bad record where it lies, as it is past this sample:
-        # the file is binary only if it is so without them.
+        if not 0 < head.count(b"\x00") <= len(head) // 100:
+            raise  # none, or as many as text of two or four bytes a character has (UTF-16, UTF-32): not stray
+        # A stray NUL byte in a record is that record's fault, a bad record where it lies, as it is past this
+        # sample: the file is binary only if it is so without them.
         _, encoding = decode(head.replace(b"\x00", b""), name)
     if encoding.startswith("utf-16") or encoding.startswith("utf-32"):
         raise InputError("record files in UTF-16 or UTF-32 are not supported; convert them to UTF-8")
@@ -480,7 +498,7 @@ def csv_layout(stream: BinaryIO, options: RecordOptions, encoding: str, limit: i
     lines = _Lines(stream, encoding, 0, 0, None, limit)
     reader = csv.reader(lines, dialect, strict=True)
     first_line, header, problem = _next_row(reader, lines, dialect, None)
-    while header is not None and not any(field.strip() for field in header):  # blank lines before it: none yet
+    while header is not None and len(header) <= 1 and not "".join(header).strip():  # blank lines before it
         first_line, header, problem = _next_row(reader, lines, dialect, None)
     if problem is not None:
         raise InputError(f"cannot read the CSV header on line {first_line}: {problem}")

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dedupdb.database import Database, Member
-from dedupdb.errors import InputError
+from dedupdb.errors import InputError, OptionError
 from dedupdb.index.grouping import DEFAULT_KEEP
 from dedupdb.index.grouping import under as _under
 from dedupdb.ops.actions import CHANGED, NEVER, Action, Entry, NotIdentical, holds
@@ -143,6 +143,8 @@ def make_plan(
         chosen = Action.named(action)
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    if not 0.0 <= min_similarity <= 1.0:  # NaN too, which every comparison would let through
+        raise OptionError(f"the least similarity must be in [0, 1], got {min_similarity}")
     under = under.expanduser().resolve() if under else None
     groups = db.clusters(keep=keep, prefer=prefer, files_only=True, templates=templates)
     if cluster is not None:
