@@ -97,8 +97,8 @@ def test_filter_jsonl_with_ids_and_bad_lines():
 def test_filter_jsonl_takes_half_a_surrogate_pair_for_a_bad_record(runner):
     """A JSON escape can name half a surrogate pair, in the text or the id: that record is a bad one, with its line,
     and the stream goes on (it stopped there, with an error about arguments)."""
-    text = ('{"id": "a", "text": "caf\\u00e9 \\ud800 ok"}\n{"id": "b", "text": "%s"}\n'
-            '{"id": "\\udc00", "text": "x y"}\n{"id": "c", "text": "%s"}\n') % (ENGLISH, CHINESE)
+    text = (f'{{"id": "a", "text": "caf\\u00e9 \\ud800 ok"}}\n{{"id": "b", "text": "{ENGLISH}"}}\n'
+            f'{{"id": "\\udc00", "text": "x y"}}\n{{"id": "c", "text": "{CHINESE}"}}\n')
     out, report, _ = _run(text, records=RecordOptions("jsonl", "text", "id"))
     assert [json.loads(line)["id"] for line in out.splitlines()] == ["b", "c"]
     assert report.bad_records == [(1, "not valid Unicode (an unpaired surrogate escape)"),
@@ -129,7 +129,7 @@ def test_filter_reads_json_lines_as_add_does_and_numbers_bad_lines_where_they_ar
 def test_filter_csv_writes_its_header_only_once_it_is_read():
     """Blank lines before the header are passed over; a header lacking the column asked for is refused before
     anything is written; an empty stream writes nothing."""
-    out, report, _ = _run("\n\nid,text\n1,hello there world\n2,hello there world\n", records=RecordOptions("csv", "text", "id"))
+    out, _, _ = _run("\n\nid,text\n1,hello there world\n2,hello there world\n", records=RecordOptions("csv", "text", "id"))
     assert out.splitlines() == ["id,text", "1,hello there world"]
     out = io.StringIO()
     with pytest.raises(InputError, match="no column 'text'"):

@@ -390,7 +390,7 @@ def test_library_arguments_of_the_wrong_kind_are_input_errors(store):
                 call()
         for options in ({"top": -1}, {"top": "3"}, {"threshold": float("nan")}, {"threshold": 5},
                         {"containment": float("nan")}, {"threshold": "x"}):
-            for call in (lambda: db.query(ENGLISH, **options), lambda: db.query_many([ENGLISH], workers=0, **options)):
+            for call in (lambda o=options: db.query(ENGLISH, **o), lambda o=options: db.query_many([ENGLISH], workers=0, **o)):
                 with pytest.raises(OptionError):
                     call()
         assert db.query(ENGLISH, top=np.int64(1), threshold=np.float64(0.5))[0].exact  # numpy's numbers are numbers

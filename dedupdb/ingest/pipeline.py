@@ -686,8 +686,9 @@ class Ingest:
             read.run(spool, (0, 0), xxhash.xxh3_128(), size)
         (self.summary.updated if live else self.summary.added).append(STDIN_NAME)
         if held:  # said, since a second corpus piped in would otherwise take the first's place unnoticed
-            self.summary.warnings.append((STDIN_NAME, f"replaced the {held:,} records an earlier add of standard input "
-                                                      "stored: it is one source (save each corpus to a file to keep both)"))
+            note = (f"replaced the {held:,} records an earlier add of standard input stored: it is one source (save "
+                    "each corpus to a file to keep both)")
+            self.summary.warnings.append((STDIN_NAME, note))
 
     # --- vanished files ------------------------------------------------------------
 
