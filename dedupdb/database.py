@@ -699,6 +699,11 @@ class Database:
             return str(path), decode_file(path)
         raise InputError(f"{key_or_path} is neither a stored document nor a file")
 
+    def holds_documents_of(self, path: str | Path) -> bool:
+        """Whether path is a file this database holds documents of (as stored: its resolved path)."""
+        known = self.store.file_by_path(str(path))
+        return known is not None and known.status != "missing"
+
     def similarity(self, text_a: str, text_b: str) -> float:
         """Jaccard similarity of two texts' shingles, as dedupdb judges documents."""
         for name, text in (("text_a", text_a), ("text_b", text_b)):

@@ -186,6 +186,44 @@ def test_export_unique(cli, tmp_path):
     assert everything[0] == "key,text" and len(everything) == 6
 
 
+def test_export_to_a_file_keeps_what_the_user_owns(cli, tmp_path):
+    """-o never writes over a file the database holds documents of; a file's permissions stay its own; a file of
+    two names (a hard link), a named pipe and a device are written in place, not replaced by a plain file; a
+    device that refuses the bytes is a failure, not 'exported'."""
+    import os
+    import stat
+    import threading
+
+    source = write(tmp_path / "posts.jsonl", json.dumps({"id": 1, "text": ENGLISH}) + "\n")
+    assert cli("add", str(source), "--id-field", "id").exit_code == 0
+    before = source.read_bytes()
+    result = cli("export", "-o", str(source))
+    assert result.exit_code == 1 and "holds documents of" in result.output and source.read_bytes() == before
+    private = write(tmp_path / "private.jsonl", "old\n")
+    private.chmod(0o600)
+    assert cli("export", "-o", str(private)).exit_code == 0
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600 and json.loads(private.read_text())["text"] == ENGLISH
+    linked = write(tmp_path / "one.jsonl", "old\n")
+    os.link(linked, tmp_path / "two.jsonl")
+    assert cli("export", "-o", str(tmp_path / "two.jsonl")).exit_code == 0
+    assert linked.read_text() == (tmp_path / "two.jsonl").read_text() != "old\n"
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(pipe.read_text()))
+    reader.start()
+    assert cli("export", "-o", str(pipe)).exit_code == 0
+    reader.join()
+    assert json.loads(got[0])["text"] == ENGLISH and stat.S_ISFIFO(pipe.stat().st_mode)
+    full = tmp_path / "full"  # a node of the device that refuses every byte (/dev/full), made here, where allowed
+    try:
+        os.mknod(full, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    except (PermissionError, AttributeError):
+        return
+    result = cli("export", "-o", str(full))
+    assert result.exit_code == 1 and "No space left" in result.output and stat.S_ISCHR(full.stat().st_mode)
+
+
 def test_export_leaves_out_changed_sources(cli, tmp_path):
     path = write(tmp_path / "a.txt", ENGLISH)
     cli("add", str(path))

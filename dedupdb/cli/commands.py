@@ -730,19 +730,16 @@ def export(
         if output is None or str(output) == "-":  # '-' as the other commands read it, never a file named '-'
             count = render.export_records(records, fmt.value)
         else:
-            from dedupdb.ops.fileops import partial_path
+            from dedupdb.ops.fileops import write_named_file
 
-            # Written beside the target and renamed at the end: the output may be one of the sources read.
             target = output.expanduser().resolve()
-            partial = partial_path(target)
+            if database.holds_documents_of(target):  # written over, what it holds would be lost to its owner
+                raise DedupError(f"{render.one_line(str(output))} is a file this database holds documents of; "
+                                 "export to another file")
             try:
-                with open(partial, "w", encoding="utf-8", newline="") as out:
-                    count = render.export_records(records, fmt.value, out)
-                os.replace(partial, target)
+                count = write_named_file(target, lambda out: render.export_records(records, fmt.value, out))
             except OSError as exc:
-                raise DedupError(f"cannot write {output}: {exc.strerror or exc}") from None
-            finally:
-                partial.unlink(missing_ok=True)
+                raise DedupError(f"cannot write {render.one_line(str(output))}: {exc.strerror or exc}") from None
     render.err_console.print(f"exported {count} documents", highlight=False)
 
 

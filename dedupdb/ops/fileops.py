@@ -5,7 +5,10 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 import xxhash
 
@@ -77,6 +80,32 @@ def replace_with_copy(path: Path, original: Path, mtime_ns: int) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def write_named_file(target: Path, write: Callable[[TextIO], int]) -> int:
+    """Write the text a command was asked to put in a file (write(stream) writes it, and returns what it counts).
+    A new file, or a plain one, is written under a temporary name beside it and renamed over it at the end, so that
+    an interrupted write leaves the old one whole; its permissions are the old file's (a file only its owner may
+    read stays so). A device or a pipe (/dev/stdout, a shell's '>(...)'), and a file of several names (hard links),
+    are written in place, as a shell's '>' writes them: renamed over, the device would be a plain file and the
+    other names would keep the old text."""
+    try:
+        found = os.stat(target)
+    except FileNotFoundError:
+        found = None
+    if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_nlink > 1):
+        with open(target, "w", encoding="utf-8", newline="") as out:
+            return write(out)
+    partial = partial_path(target)
+    try:
+        with open(partial, "w", encoding="utf-8", newline="") as out:
+            count = write(out)
+        if found is not None:
+            os.chmod(partial, stat.S_IMODE(found.st_mode))
+        os.replace(partial, target)
+        return count
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def mirrored(path: Path, folder: Path) -> Path:
