@@ -25,6 +25,24 @@ def test_database_is_a_directory(runner, tmp_path):
     _one_line_error(runner.invoke(app, ["stats", "--db", str(tmp_path)]), "is a directory")
 
 
+def test_another_programs_sqlite_database_is_never_made_a_store(cli, db_path, tmp_path):
+    """init, add and the library's open() refuse a SQLite file holding another program's tables: it is left
+    byte for byte as it was (not given dedupdb's tables, nor switched to a write-ahead log)."""
+    import dedupdb
+
+    conn = sqlite3.connect(db_path)
+    conn.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.commit()
+    conn.close()
+    before = db_path.read_bytes()
+    (tmp_path / "a.txt").write_text("some words to index here")
+    for args in (["init"], ["add", str(tmp_path / "a.txt")]):
+        _one_line_error(cli(*args), "holds another program's SQLite database (tables accounts)")
+    with pytest.raises(dedupdb.DatabaseError, match="another program's"):
+        dedupdb.open(db_path)
+    assert db_path.read_bytes() == before and not (tmp_path / (db_path.name + "-wal")).exists()
+
+
 def test_no_database_yet(cli):
     _one_line_error(cli("report"), "no database at")
 

@@ -252,6 +252,10 @@ def connect_writable(path: Path, create: bool) -> sqlite3.Connection:
         if migrate.schema_version(conn) == 0:
             if not create:  # an empty file, or another program's database: not one to read, nor to take over
                 raise DatabaseError(not_yet_message(path))
+            tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 5")]
+            if tables:  # another program's: its file is not made a store, nor switched to a write-ahead log
+                raise DatabaseError(f"{path} holds another program's SQLite database (tables {', '.join(tables)}); "
+                                    "dedupdb keeps its store in a file of its own: give another --db")
             # Set before the first table exists, and fixed after: larger pages make the index B-tree a level
             # shallower and hold a content row's signature blobs on one page.
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
