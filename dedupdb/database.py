@@ -204,7 +204,17 @@ class Database:
             self.banding = scheme
             self.indexer = Indexer(self.store, self.settings, scheme, self.fingerprinter)
 
+    def _refuse_newer(self) -> None:
+        """A store of a newer algorithm than this dedupdb's is neither read nor rebuilt (rebuilt, it would be
+        taken back to the older one)."""
+        if self.settings.algorithm > ALGORITHM_VERSION:
+            raise SettingsError(
+                f"{self.path} holds fingerprints of a newer version of dedupdb's algorithm ({self.settings.algorithm}, "
+                f"this dedupdb knows up to {ALGORITHM_VERSION}); use a newer dedupdb with it"
+            )
+
     def _require_current(self) -> None:
+        self._refuse_newer()
         if self.outdated:
             raise SettingsError(
                 f"{self.path} holds fingerprints of an older version of dedupdb's algorithm "
@@ -323,6 +333,7 @@ class Database:
     def reindex(self, threshold: float | None = None, progress: Progress | None = None) -> Candidates:
         """Rebuild bands, pairs and clusters from stored signatures, optionally for a new threshold (the preset
         stays: a super-shingles store stays one)."""
+        self._refuse_newer()
         settings = self.settings
         if threshold is not None and threshold != settings.threshold:
             settings = Settings(**{**{f.name: getattr(settings, f.name) for f in fields(Settings)}, "threshold": threshold})
@@ -356,6 +367,7 @@ class Database:
 
         Safe to interrupt: the store says a rebuild is pending until one finishes, and running it again
         starts it over."""
+        self._refuse_newer()
         from dedupdb.ingest.summary import STDIN_NAME, AddSummary
 
         rows = [r for r in self.store.all_files() if r.path != STDIN_NAME]

@@ -38,6 +38,23 @@ def test_newer_database_is_refused_and_untouched(db_path, cli):
     assert db_path.read_bytes() == before
 
 
+def test_a_store_of_a_newer_algorithm_is_neither_used_nor_rebuilt(db_path, cli, tmp_path):
+    """Fingerprints of a newer algorithm than this dedupdb's: adding, querying and either reindex are refused with
+    what to do (a newer dedupdb), and the store is left byte for byte, not rebuilt back to the older algorithm."""
+    (tmp_path / "a.txt").write_text("some words to index here, and a few more of them")
+    assert cli("add", str(tmp_path / "a.txt")).exit_code == 0
+    conn = sqlite3.connect(db_path)
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'setting.algorithm'")
+    conn.commit()
+    conn.close()
+    before = db_path.read_bytes()
+    for args in (["add", str(tmp_path / "a.txt")], ["query", "some words"], ["reindex", "--from-sources"],
+                 ["reindex", "--threshold", "0.6"]):
+        result = cli(*args)
+        assert result.exit_code == 1 and "newer version of dedupdb's algorithm (99" in result.output, result.output
+    assert db_path.read_bytes() == before
+
+
 def test_failed_migration_rolls_back(tmp_path, db_path):
     folder = tmp_path / "migrations"
     folder.mkdir()
