@@ -856,8 +856,8 @@ class Database:
         exact pairs then)."""
         if by not in PAIRS_BY:
             raise InputError(f"pairs are listed by {' or '.join(PAIRS_BY)}, not {by!r}")
-        if containment is not None and not 0.0 < containment <= 1.0:
-            raise InputError(f"containment must be in (0, 1], got {containment}")
+        if containment is not None and not 0.0 < containment <= 1.0:  # NaN too
+            raise OptionError(f"containment must be in (0, 1], got {containment}")
         with self.store.snapshot():  # one consistent state however long the listing takes
             ignored = self.store.ignored_content_pairs()  # declared not duplicates: never listed
             for chunk in self.store.content_id_chunks():
