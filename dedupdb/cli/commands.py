@@ -146,7 +146,8 @@ def friendly(command):
             if _stop_signal is not None:  # a failure the stop caused (SIGTERM to the group ends the workers too)
                 _stopped(_stop_signal)
             # soft_wrap: one line however narrow the terminal, so that scripts can read it as one
-            render.err_console.print(f"Error: {exc}", highlight=False, markup=False, soft_wrap=True)
+            render.err_console.print(f"Error: {render.controls_escaped(str(exc))}", highlight=False, markup=False,
+                                     soft_wrap=True)
             raise typer.Exit(2 if isinstance(exc, OptionError) else 1) from None
         except KeyboardInterrupt as exc:
             _stopped(exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT))
@@ -160,7 +161,8 @@ def friendly(command):
             raise typer.Exit(1) from None
         except sqlite3.Error as exc:
             # Last resort: the store turns its SQLite errors into DatabaseError; one that escapes it is still one line.
-            render.err_console.print(f"Error: database error: {exc}", highlight=False, markup=False, soft_wrap=True)
+            render.err_console.print(f"Error: database error: {render.controls_escaped(str(exc))}", highlight=False,
+                                     markup=False, soft_wrap=True)
             raise typer.Exit(1) from None
 
     return wrapper

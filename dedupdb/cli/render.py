@@ -111,6 +111,12 @@ _ESCAPED_CONTROLS.update({code: f"\\u{code:04x}" for code in (0x2028, 0x2029)}) 
 _ESCAPED = {**_ESCAPED_CONTROLS, ord("\\"): "\\\\"}  # a backslash too: a name holding "\\n" is no other's
 
 
+def controls_escaped(text: str) -> str:
+    """text with its control characters escaped (\\t, \\n, \\x00...): a message that stays one line whatever a
+    name or a damaged store's bytes in it hold."""
+    return text.translate(_ESCAPED_CONTROLS) if not text.isprintable() else text
+
+
 def one_line(text: str) -> str:
     """text with its control characters escaped (\\t, \\n, \\x00...) and its backslashes doubled: one field of
     one line, which no two names share (a name holding a backslash and an n reads apart from one holding a
