@@ -202,6 +202,16 @@ def test_document_pointing_at_nothing(store, cli):
     assert problem["count"] == 1 and "no file 99999" in problem["examples"][0]
 
 
+def test_a_document_whose_snippet_or_key_is_damaged(store, cli):
+    """Bytes damaged inside a row (not valid UTF-8) pass SQLite's own check, which reads pages, not values; then
+    stats, report and export failed on them while check said sound."""
+    raw(store, "UPDATE documents SET snippet = CAST(X'61FF0E62' AS TEXT) WHERE id = (SELECT min(id) FROM documents)",
+        "UPDATE documents SET key = CAST(X'C328' AS TEXT) WHERE id = (SELECT max(id) FROM documents)")
+    problem = _fails(cli, "document_texts")
+    assert problem["count"] == 2
+    assert problem["examples"][0].endswith("its snippet is not text") and problem["examples"][1].endswith("its key is not text")
+
+
 def test_pair_to_a_missing_content(store, cli):
     raw(store, "INSERT INTO pairs (a, b, jaccard, hamming) VALUES (1, 99999, 0.7, NULL)")
     problem = _fails(cli, "pairs")

@@ -59,7 +59,7 @@ class Checked(Protocol):
 
 CHECKS = (
     "integrity", "runs", "signatures", "index_rows", "containment_rows", "document_counts", "orphan_contents",
-    "document_links", "pairs", "clusters",
+    "document_links", "document_texts", "pairs", "clusters",
 )
 EXAMPLES = 5          # examples shown per failed check
 INTEGRITY_LIMIT = 100  # messages asked of PRAGMA integrity_check
@@ -146,6 +146,7 @@ def check_database(database: Checked) -> CheckReport:
             run("clusters", lambda: _check_clusters(store, max_id))
         run("document_counts", lambda: _check_document_counts(store))
         run("document_links", lambda: _check_document_links(store))
+        run("document_texts", lambda: _check_document_texts(store))
         run("pairs", lambda: _check_pairs(store))
     order = {name: i for i, name in enumerate(CHECKS)}
     problems.sort(key=lambda p: order[p.check])
@@ -363,6 +364,18 @@ def _check_document_links(store: Store) -> list[Problem]:
     if not total:
         return []
     return [Problem("document_links", total, "documents pointing at a missing content or file", tuple(examples))]
+
+
+def _check_document_texts(store: Store) -> list[Problem]:
+    examples, total = [], 0
+    for doc_id, column in store.unreadable_documents():
+        total += 1
+        if len(examples) < EXAMPLES:
+            examples.append(f"document {doc_id}: its {column} is not text")
+    if not total:
+        return []
+    return [Problem("document_texts", total, "documents whose key, record id or snippet is damaged (not valid UTF-8)",
+                    tuple(examples))]
 
 
 def _check_pairs(store: Store) -> list[Problem]:

@@ -162,6 +162,23 @@ class IntegrityChecks:
             "WHERE c.id IS NULL OR f.id IS NULL"
         )
 
+    def unreadable_documents(self) -> Iterator[tuple[int, str]]:
+        """(id, column) of the documents whose key, record id or snippet is not text (not valid UTF-8, or not a
+        string at all): bytes damaged in a row that SQLite's own check, which reads pages and not values, passes."""
+        columns = ("key", "record", "snippet")
+        for row in self._q(f"SELECT id, {', '.join(f'CAST({c} AS BLOB), typeof({c})' for c in columns)} FROM documents"):
+            for name, (value, kind) in zip(columns, zip(row[1::2], row[2::2])):
+                if kind == "null" and name == "record":
+                    continue
+                if kind != "text":
+                    yield row[0], name
+                    break
+                try:
+                    value.decode("utf-8")
+                except UnicodeDecodeError:
+                    yield row[0], name
+                    break
+
     def bad_pairs(self) -> Iterator[tuple[int, int, object, bool, bool]]:
         """(a, b, jaccard, a exists, b exists) of pairs out of order, with a missing side, or a Jaccard
         outside [0, 1]."""
