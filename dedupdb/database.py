@@ -711,10 +711,13 @@ class Database:
             return str(path), decode_file(path)
         raise InputError(f"{key_or_path} is neither a stored document nor a file")
 
-    def holds_documents_of(self, path: str | Path) -> bool:
-        """Whether path is a file this database holds documents of (as stored: its resolved path)."""
+    def sources_beside(self, path: str | Path) -> int | None:
+        """How many other files this database holds documents of, where path (resolved, as stored) is one of
+        them; None where it holds none of path's."""
         known = self.store.file_by_path(str(path))
-        return known is not None and known.status != "missing"
+        if known is None or known.status == "missing":
+            return None
+        return sum(1 for row in self.store.all_files() if row.status != "missing" and row.path != known.path)
 
     def similarity(self, text_a: str, text_b: str) -> float:
         """Jaccard similarity of two texts' shingles, as dedupdb judges documents."""

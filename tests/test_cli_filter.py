@@ -195,14 +195,17 @@ def test_export_to_a_file_keeps_what_the_user_owns(cli, tmp_path):
     import threading
 
     source = write(tmp_path / "posts.jsonl", json.dumps({"id": 1, "text": ENGLISH}) + "\n")
-    assert cli("add", str(source), "--id-field", "id").exit_code == 0
+    other = write(tmp_path / "other.jsonl", json.dumps({"id": 2, "text": CHINESE}) + "\n")
+    for path in (source, other):
+        assert cli("add", str(path), "--id-field", "id").exit_code == 0
     before = source.read_bytes()
-    result = cli("export", "-o", str(source))
-    assert result.exit_code == 1 and "holds documents of" in result.output and source.read_bytes() == before
+    result = cli("export", "-o", str(source))  # it would hold other.jsonl's records too, and lose its own
+    assert result.exit_code == 1 and "one of the 2 files" in result.output and source.read_bytes() == before
     private = write(tmp_path / "private.jsonl", "old\n")
     private.chmod(0o600)
     assert cli("export", "-o", str(private)).exit_code == 0
-    assert stat.S_IMODE(private.stat().st_mode) == 0o600 and json.loads(private.read_text())["text"] == ENGLISH
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert [json.loads(line)["text"] for line in private.read_text().splitlines()] == [ENGLISH, CHINESE]
     linked = write(tmp_path / "one.jsonl", "old\n")
     os.link(linked, tmp_path / "two.jsonl")
     assert cli("export", "-o", str(tmp_path / "two.jsonl")).exit_code == 0
@@ -214,7 +217,7 @@ def test_export_to_a_file_keeps_what_the_user_owns(cli, tmp_path):
     reader.start()
     assert cli("export", "-o", str(pipe)).exit_code == 0
     reader.join()
-    assert json.loads(got[0])["text"] == ENGLISH and stat.S_ISFIFO(pipe.stat().st_mode)
+    assert json.loads(got[0].splitlines()[0])["text"] == ENGLISH and stat.S_ISFIFO(pipe.stat().st_mode)
     full = tmp_path / "full"  # a node of the device that refuses every byte (/dev/full), made here, where allowed
     try:
         os.mknod(full, stat.S_IFCHR | 0o666, os.makedev(1, 7))

@@ -735,9 +735,12 @@ def export(
             from dedupdb.ops.fileops import write_named_file
 
             target = output.expanduser().resolve()
-            if database.holds_documents_of(target):  # written over, what it holds would be lost to its owner
-                raise DedupError(f"{render.one_line(str(output))} is a file this database holds documents of; "
-                                 "export to another file")
+            # A corpus deduplicated in place (export --unique -o corpus.jsonl, its store holding it alone) is written
+            # over its source; a source of a store holding others would lose its own records among theirs.
+            others = database.sources_beside(target)
+            if others:
+                raise DedupError(f"{render.one_line(str(output))} is one of the {others + 1} files this database holds "
+                                 "documents of: written over, it would hold the others' too; export to another file")
             try:
                 count = write_named_file(target, lambda out: render.export_records(records, fmt.value, out))
             except OSError as exc:
