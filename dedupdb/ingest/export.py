@@ -90,7 +90,7 @@ def export_records(
             continue
         emitted: set[str] = set()
         with open_record_file(path) as stream:
-            encoding = sniff_encoding(stream.read(64 * 1024))
+            encoding = sniff_encoding(stream.read(64 * 1024), row.path)
             for item in read_records(stream, options, 0, 0, encoding):
                 if not isinstance(item, Record):
                     continue
@@ -98,6 +98,12 @@ def export_records(
                 if key in stored and key not in drop and (only is None or key in only) and key not in emitted:
                     emitted.add(key)  # a repeated id was stored once, from its first record
                     yield ExportedRecord(key, item.text, item.raw, options.format)
+        # A record edited in place (its file's size and time kept) is no longer found by its id: said, as a
+        # changed file is, never left out unsaid.
+        unfound = sum(1 for k in stored if k not in drop and (only is None or k in only) and k not in emitted)
+        if unfound:
+            warn(f"{row.path}: {unfound} of its stored records not found in it (changed since it was indexed); "
+                 "run 'dedupdb add' again; left out")
 
 
 def _mail_parts(path: str, fmt: str, wanted: set[str]) -> Iterator[ExportedRecord]:
