@@ -247,6 +247,18 @@ def test_a_name_holding_a_newline_cannot_list_the_kept_file_for_removal(cli, tmp
     assert cli("prune").stdout.splitlines()[0] == f"forgot {root}/a\\n{keep}"
 
 
+def test_a_piped_list_leaves_out_only_names_holding_control_characters(cli, tmp_path):
+    """A name with a no-break space or a zero-width joiner (not printable, but no control character) is one path a
+    line can carry as it is: it is listed, and nothing is said."""
+    root = tmp_path / "d"
+    keep = write(root / "keep.txt", ENGLISH)
+    os.utime(keep, ns=(10**18, 10**18))
+    copies = [write(root / name, ENGLISH) for name in ("a\u00a0copy.txt", "b\u200dcopy.txt")]
+    assert cli("add", str(root)).exit_code == 0
+    result = cli("clean")
+    assert sorted(result.stdout.splitlines()) == sorted(map(str, copies)) and "left out" not in result.stderr
+
+
 def test_a_least_similarity_out_of_its_range_is_a_usage_error(cli, archive):
     for value in ("nan", "1.5", "-0.1"):
         assert cli("clean", "--min-similarity", value).exit_code == 2

@@ -659,7 +659,7 @@ def plan_paths(plan, null: bool) -> None:
     if console.is_terminal:
         sys.stdout.write("".join(one_line(path) + "\n" for path in paths))
         return
-    plain = [path for path in paths if path.isprintable()]
+    plain = [path for path in paths if controls_escaped(path) == path]  # what a line can carry as it is
     sys.stdout.write("".join(path + "\n" for path in plain))
     if len(plain) < len(paths):
         warn(f"{len(paths) - len(plain)} paths left out of the list: they hold control characters (a newline, a "
