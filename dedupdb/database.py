@@ -397,15 +397,9 @@ class Database:
         """Stored documents that are near-duplicates of text, or hold at least `containment` of its shingles (a
         passage remembered from a longer text; None: near-duplicates only): exact copies first, then by containment."""
         self._check_query(containment, threshold, top)
-        if not isinstance(text, str):
-            raise InputError(f"the query text must be a string, not {type(text).__name__}")
-        normalized = normalize(text)
+        normalized = _comparable(text, "the query text")
         if not normalized:
             raise InputError("the query text is empty")
-        if not normalized.isascii() and not valid_utf8(normalized):
-            from dedupdb.ingest.querying import NOT_UNICODE
-
-            raise InputError(NOT_UNICODE)
         if numpy_seconds(self.settings) >= QUERIES_COMPILED_AFTER_SECONDS and not compiled.loaded_aside():
             from dedupdb.ingest.workers import compiled_for_queries
 
@@ -491,8 +485,7 @@ class Database:
         """The store is current, and the options are numbers in their ranges (NaN is in none): else an OptionError, a
         usage error."""
         self._require_current()
-        if containment is not None and not (isinstance(containment, Real) and 0.0 < containment <= 1.0):
-            raise OptionError(f"containment must be in (0, 1], got {containment!r}")
+        _check_containment(containment)
         if threshold is not None and not (isinstance(threshold, Real) and 0.0 <= threshold <= 1.0):
             raise OptionError(f"threshold must be in [0, 1], got {threshold!r}")
         if top is not None and (isinstance(top, bool) or not isinstance(top, Integral) or top < 0):
@@ -721,15 +714,8 @@ class Database:
 
     def similarity(self, text_a: str, text_b: str) -> float:
         """Jaccard similarity of two texts' shingles, as dedupdb judges documents."""
-        for name, text in (("text_a", text_a), ("text_b", text_b)):
-            if not isinstance(text, str):
-                raise InputError(f"{name} must be a string, not {type(text).__name__}")
-        a_text, b_text = normalize(text_a), normalize(text_b)
-        for name, text in (("text_a", a_text), ("text_b", b_text)):
-            if not text.isascii() and not valid_utf8(text):
-                raise InputError(f"{name} is not valid Unicode (it holds half a surrogate pair)")
-        a = self.fingerprinter.one(a_text)
-        b = self.fingerprinter.one(b_text)
+        a = self.fingerprinter.one(_comparable(text_a, "text_a"))
+        b = self.fingerprinter.one(_comparable(text_b, "text_b"))
         return round(sketch_jaccard(a.sketch, b.sketch, self.settings.sketch_size), 4)
 
     # --- not duplicates --------------------------------------------------------
@@ -859,8 +845,7 @@ class Database:
         exact pairs then)."""
         if by not in PAIRS_BY:
             raise InputError(f"pairs are listed by {' or '.join(PAIRS_BY)}, not {by!r}")
-        if containment is not None and not 0.0 < containment <= 1.0:  # NaN too
-            raise OptionError(f"containment must be in (0, 1], got {containment}")
+        _check_containment(containment)
         with self.store.snapshot():  # one consistent state however long the listing takes
             ignored = self.store.ignored_content_pairs()  # declared not duplicates: never listed
             for chunk in self.store.content_id_chunks():
@@ -961,6 +946,23 @@ def _answer_in_worker(path: str, threshold, top, containment, settings: Settings
     if db is None:
         db = _WORKER_STORES[path] = Database.open(path, create=False, readonly=True)
     return db._answer_here(items, threshold, top, containment)
+
+
+def _comparable(text: str, what: str) -> str:
+    """text normalized, as a query or a comparison takes it: an InputError where it is not a string, or holds half
+    a surrogate pair (which a Python string can, and no encoding takes)."""
+    if not isinstance(text, str):
+        raise InputError(f"{what} must be a string, not {type(text).__name__}")
+    normalized = normalize(text)
+    if not normalized.isascii() and not valid_utf8(normalized):
+        raise InputError(f"{what} is not valid Unicode (it holds half a surrogate pair)")
+    return normalized
+
+
+def _check_containment(containment: float | None) -> None:
+    """A containment asked of a query or a listing is a number in (0, 1] (NaN is in none): else a usage error."""
+    if containment is not None and not (isinstance(containment, Real) and 0.0 < containment <= 1.0):
+        raise OptionError(f"containment must be in (0, 1], got {containment!r}")
 
 
 def _near_scores(matches) -> dict[int, tuple]:
