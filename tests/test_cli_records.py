@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 
@@ -39,6 +40,37 @@ def test_jsonl_records_with_ids_and_a_malformed_line(cli, tmp_path):
     assert _cluster_keys(cli) == [{"posts.jsonl#p1", "posts.jsonl#p2"}]
     hits = json.loads(cli("query", CHINESE, "--format", "json").stdout)
     assert hits[0]["key"].endswith("posts.jsonl#p1") and hits[0]["record"] == "p1"
+
+
+def test_a_corpus_named_by_itself_is_read_as_records(cli, tmp_path, db_path):
+    """'dedupdb add corpus.jsonl', with no record option, stores its records, not the file as one text: JSON Lines
+    named by itself (compressed or not) and a compressed CSV (which would be passed over) are corpora. In a folder,
+    and for a plain .csv named by itself, a file stays one document as before."""
+    import gzip
+
+    rows = [{"id": "p1", "text": CHINESE}, {"id": "p2", "text": CHINESE_EDITED}, {"id": "p3", "text": ENGLISH}]
+    write(tmp_path / "posts.jsonl", _jsonl(rows))
+    (tmp_path / "posts.ndjson.gz").write_bytes(gzip.compress(_jsonl(rows).encode()))
+    (tmp_path / "table.csv.gz").write_bytes(gzip.compress(f'id,text\nc1,"{ENGLISH_EDITED}"\n'.encode()))
+    (tmp_path / "other.csv.gz").write_bytes(gzip.compress(b"id,body\n1,one two three\n"))
+    write(tmp_path / "plain.csv", f'id,text\nx,"{ENGLISH_OTHER}"\n')
+    folder = tmp_path / "notes"
+    write(folder / "kept-whole.jsonl", _jsonl(rows[:1]))
+    names = ["posts.jsonl", "posts.ndjson.gz", "table.csv.gz", "other.csv.gz", "plain.csv"]
+    result = cli("add", *[str(tmp_path / n) for n in names], str(folder), "--format", "json")
+    assert result.exit_code == 23, result.output
+    summary = json.loads(result.stdout)
+    assert summary["records"] == 7 and summary["bad_record_count"] == 0
+    assert [(f["path"].rsplit("/", 1)[-1], f["reason"]) for f in summary["failed_paths"]] == [
+        ("other.csv.gz", "no column 'text' in the header (id, body): --text-field names the column holding the text")]
+    with sqlite3.connect(db_path) as conn:
+        keys = sorted(k.rsplit("/", 1)[-1] for (k,) in conn.execute("SELECT key FROM documents"))
+    assert keys == ["kept-whole.jsonl", "plain.csv", "posts.jsonl#1", "posts.jsonl#2", "posts.jsonl#3",
+                    "posts.ndjson.gz#1", "posts.ndjson.gz#2", "posts.ndjson.gz#3", "table.csv.gz#2"]
+    # The library reads a corpus named by itself the same way.
+    with dedupdb.open(tmp_path / "library.db") as db:
+        added = db.add([tmp_path / "posts.jsonl"])
+        assert added.records == 3
 
 
 def test_a_record_escaping_half_a_surrogate_pair_is_a_bad_record(cli, tmp_path):

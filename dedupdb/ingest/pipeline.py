@@ -92,6 +92,14 @@ def add_targets(paths: list[str | Path], records: RecordOptions | None) -> list[
     return targets
 
 
+def named_record_format(path: Path) -> str | None:
+    """The record format of a file named by itself with no record options, or None for a document: JSON Lines
+    ('add corpus.jsonl', '.ndjson', compressed or not) is a corpus, not one text; a compressed CSV or TSV, which
+    would otherwise be passed over, is read as records too. A plain .csv stays a document, as in a folder."""
+    fmt = RecordOptions("auto").format_for(path)
+    return fmt if fmt == "jsonl" or (fmt and compression_of(path)) else None
+
+
 # An add of at least this many bytes starts its workers at once; a smaller one sketches its first batch here and
 # starts them only if there is a second (a few files are done before workers would have started).
 POOL_AT_ONCE_BYTES = 8 * 1024 * 1024
@@ -324,6 +332,7 @@ class Ingest:
         self.summary = AddSummary()
         self._pending: list[_Pending] = []
         self._known: dict[str, FileRow] = {}  # what the store knew of these files before this run
+        self._named: set[str] = set()  # the files given by name, not found in a folder given
         self._workers = default_workers() if workers is None else workers
         self._pool: WorkPool | None = None
         self._warming: threading.Thread | None = None
@@ -417,6 +426,7 @@ class Ingest:
                 self.summary.failed.append((readable_name(resolved), "name is not valid UTF-8"))
                 continue
             roots.append(resolved)
+        self._named = {str(root) for root in roots if not root.is_dir()}
         found: list[Candidate] = []
         seen: set[str] = set()
         for root in roots:
@@ -494,7 +504,8 @@ class Ingest:
         known = self._known.get(str(candidate.path))
         if known is not None and known.kind == "records" and known.options:
             return self._with_limit(RecordOptions.from_json(known.options))
-        return None
+        fmt = named_record_format(candidate.path) if str(candidate.path) in self._named else None
+        return self._with_limit(RecordOptions("auto").resolved(fmt)) if fmt else None
 
     def _mail_options(self, candidate: Candidate) -> RecordOptions | None:
         """A mailbox or a saved message is read message by message, as a record file is read record by record."""

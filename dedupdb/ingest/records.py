@@ -506,7 +506,8 @@ def csv_layout(stream: BinaryIO, options: RecordOptions, encoding: str, limit: i
         return None
     header = [h.lstrip("\ufeff").strip() for h in header]
     if options.text_field not in header:
-        raise InputError(f"no column {options.text_field!r} in the header ({', '.join(header[:10])})")
+        raise InputError(f"no column {options.text_field!r} in the header ({', '.join(header[:10])}): "
+                         "--text-field names the column holding the text")
     if options.id_field and options.id_field not in header:
         raise InputError(f"no column {options.id_field!r} in the header ({', '.join(header[:10])})")
     id_at = header.index(options.id_field) if options.id_field else None
