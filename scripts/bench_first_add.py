@@ -9,9 +9,13 @@ onto a new database, with the same cache folders: the first starts the compile (
 priority, which outlives it), the next --runs - 1 follow at once, and a last one follows once the compile has
 finished, loading what it kept.
 
+--corpus sentences takes short texts instead: the IMDB reviews cut into sentences of three words or more, in order
+(as many as --records); --corpus zh-reviews the short Chinese reviews (zh_sophonplus_reviews.jsonl.gz).
+
 Usage:
     python scripts/bench_first_add.py --records 20000
     python scripts/bench_first_add.py --records 100000 --runs 3
+    python scripts/bench_first_add.py --corpus sentences --records 150000
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,28 +35,46 @@ from pathlib import Path
 EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 
 
+NAMES = {"reviews": "IMDB reviews", "sentences": "sentences of IMDB reviews", "zh-reviews": "Chinese reviews"}
+
+
+def texts(corpus: str, count: int):
+    """The first count texts of the corpus asked for."""
+    name = "zh_sophonplus_reviews.jsonl.gz" if corpus == "zh-reviews" else "en_imdb_aclImdb.jsonl.gz"
+    given = 0
+    with gzip.open(EVAL_DIR / name, "rt", encoding="utf-8") as src:
+        for line in src:
+            text = json.loads(line)["text"]
+            pieces = [text] if corpus != "sentences" else [
+                s for s in re.split(r"(?<=[.!?])\s+", text.replace("<br />", " ")) if len(s.split()) >= 3]
+            for piece in pieces:
+                if given >= count:
+                    return
+                given += 1
+                yield piece
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=20_000, help="IMDB reviews added")
+    parser.add_argument("--records", type=int, default=20_000, help="texts added")
     parser.add_argument("--runs", type=int, default=2, help="adds in a row, the first onto fresh caches (then one more "
                         "once the compile has finished)")
     parser.add_argument("--workers", type=int, default=None, help="add --workers (default: add's own)")
+    parser.add_argument("--corpus", choices=["reviews", "sentences", "zh-reviews"], default="reviews",
+                        help="IMDB reviews, IMDB reviews' sentences, or Chinese reviews")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="dedupdb-bench-first-"))
     try:
         corpus = work / "reviews.jsonl"
-        with gzip.open(EVAL_DIR / "en_imdb_aclImdb.jsonl.gz", "rt", encoding="utf-8") as src, \
-                open(corpus, "w", encoding="utf-8") as out:
-            for i, line in enumerate(src):
-                if i >= args.records:
-                    break
-                out.write(json.dumps({"id": str(i), "text": json.loads(line)["text"]}) + "\n")
+        with open(corpus, "w", encoding="utf-8") as out:
+            for i, text in enumerate(texts(args.corpus, args.records)):
+                out.write(json.dumps({"id": str(i), "text": text}, ensure_ascii=False) + "\n")
         env = {**os.environ, "NUMBA_CACHE_DIR": str(work / "numba"), "XDG_CACHE_HOME": str(work / "cache")}
         command = [sys.executable, "-m", "dedupdb", "add", str(corpus), "--records", "jsonl", "--id-field", "id"]
         if args.workers is not None:
             command += ["--workers", str(args.workers)]
-        print(f"{args.records:,} IMDB reviews ({corpus.stat().st_size / 2**20:.1f} MiB), {os.cpu_count()} cores, "
+        print(f"{args.records:,} {NAMES[args.corpus]} ({corpus.stat().st_size / 2**20:.1f} MiB), {os.cpu_count()} cores, "
               f"load average {os.getloadavg()[0]:.1f} before", flush=True)
         def add(run: int, label: str) -> float:
             started = time.perf_counter()

@@ -97,6 +97,33 @@ def test_pair_judge_turns_to_compiled_code_once_numpy_has_taken_as_long(monkeypa
     assert fresh.pairs(signatures, pairs) == first and calls == [1, 1]
 
 
+def test_pair_judge_compiles_its_own_verifying_once_numpy_has_judged_long_while_awaiting(monkeypatch):
+    """While another process compiles (a first add), verifying keeps to numpy until it has cost about what compiling
+    the verifying alone would; then this process takes it compiled (compiling it where numba's cache lacks it), with
+    the same verdicts. A thread loading compiled code holds it back."""
+    import types
+
+    from dedupdb import compiled
+
+    sketches = _sketches(5, 6, 16)
+    signatures = {i: Signature(s, None) for i, s in enumerate(sketches)}
+    pairs = np.array([(a, b) for a in range(6) for b in range(a + 1, 6)], np.int64)
+    calls = []
+    counted = types.SimpleNamespace(overlaps=lambda *a: calls.append(1) or fastverify.overlaps(*a))
+    monkeypatch.setattr(PairJudge, "_fast", staticmethod(lambda: counted))
+    monkeypatch.setattr(compiled, "_awaiting", True)
+    monkeypatch.setattr(compiled, "_checked", float("inf"))  # never looks for the mark: awaited throughout
+    judge_ = PairJudge(0.2, 16)
+    judge_.FAST_AFTER_SECONDS = 0.0
+    first = judge_.pairs(signatures, pairs)
+    assert compiled.waiting() and calls == [] and first
+    judge_._numpy_seconds = judge_.COMPILE_ITSELF_AFTER_SECONDS
+    monkeypatch.setattr(compiled, "_loading", True)  # a load aside under way: not now
+    assert judge_.pairs(signatures, pairs) == first and calls == []
+    monkeypatch.setattr(compiled, "_loading", False)
+    assert judge_.pairs(signatures, pairs) == first and calls == [1]
+
+
 def test_two_short_texts_compare_by_their_character_views_alone():
     """Two texts of up to CHAR_VIEW_FULL tokens are compared by their character n-grams alone (the word bigrams
     a typo breaks would weigh against them); a short text against a long one by word n-grams; numpy and compiled

@@ -128,6 +128,11 @@ class PairJudge:
 
     FAST_AFTER_SECONDS = 0.5
     NUMPY_SECONDS_A_PAIR = 5e-6
+    # Judging in numpy this long while another process compiles (compiled.awaiting: a first add), this one compiles
+    # the verifying itself: about 2 s, numba's start included, and numba's cache keeps it for the other. Short texts
+    # meet many candidates: a first add of 150,000 English sentences spent half its writing process, the add's
+    # slowest, judging pair by pair in numpy, some 12 s, as the compile of everything took the idle CPU to its end.
+    COMPILE_ITSELF_AFTER_SECONDS = 2.0
 
     def __init__(self, threshold: float, sketch_size: int) -> None:
         self.threshold = threshold
@@ -143,7 +148,7 @@ class PairJudge:
         left, right = table.positions(pairs[:, 0]), table.positions(pairs[:, 1])
         expected = self._numpy_seconds + len(pairs) * self.NUMPY_SECONDS_A_PAIR
         wanted = expected >= self.FAST_AFTER_SECONDS or "numba" in sys.modules
-        fast = self._fast() if wanted and not compiled.waiting() else None
+        fast = self._fast() if wanted and (not compiled.waiting() or self._compile_itself()) else None
         if fast is None:
             started = time.perf_counter()
             starts, values, lengths = table.starts.tolist(), table.values, table.lengths.tolist()
@@ -164,6 +169,11 @@ class PairJudge:
         distances = table.distances(left[kept], right[kept])
         return [(a, b, round(value, 4), distance) for a, b, value, distance in
                 zip(pairs[kept, 0].tolist(), pairs[kept, 1].tolist(), jaccard[kept].tolist(), distances)]
+
+    def _compile_itself(self) -> bool:
+        """Whether to take the compiled verifying while the compiled code is awaited: once numpy has judged for
+        COMPILE_ITSELF_AFTER_SECONDS, unless a thread of this process is loading compiled code now."""
+        return self._numpy_seconds >= self.COMPILE_ITSELF_AFTER_SECONDS and not compiled.loading()
 
     @classmethod
     def load_compiled(cls) -> bool:
