@@ -47,7 +47,7 @@ def _keys(db_path) -> set[str]:
 
 ROWS = [{"id": "a", "text": ENGLISH}, {"id": "b", "text": ENGLISH_EDITED}, {"id": "c", "text": CHINESE_OTHER}]
 CSV = 'id,text\na,"' + ENGLISH + '"\nb,"' + ENGLISH_EDITED + '"\nc,"' + CHINESE_OTHER + '"\n'
-REASON = "compressed: only record files are read compressed (JSONL or CSV by their suffix, or any with --records or --lines)"
+REASON = "compressed: read only as records (--records auto reads JSONL and CSV by their suffix; --lines, one a line)"
 LINES = f"{ENGLISH}\n{ENGLISH_EDITED}\n{CHINESE_OTHER}\n"
 
 

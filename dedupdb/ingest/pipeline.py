@@ -956,7 +956,7 @@ class _MailRead(_RecordRead):
 _ONE_MESSAGE = RecordOptions("message").to_json()
 _MAIL_BATCH_BYTES = 32 * 1024 * 1024  # of raw messages in one batch (two batches are held at once)
 _COMPRESSED_DOCUMENT = (
-    "compressed: only record files are read compressed (JSONL or CSV by their suffix, or any with --records or --lines)"
+    "compressed: read only as records (--records auto reads JSONL and CSV by their suffix; --lines, one a line)"
 )
 
 
