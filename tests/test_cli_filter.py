@@ -15,6 +15,8 @@ from dedupdb.ingest.records import RecordOptions
 
 from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, write
 
+NO_TEXT = "no field 'text' (--text-field names the field holding the text)"  # a record without the text's field
+
 
 def test_bloom_sizing_follows_the_formulas():
     bits, hashes = optimal_size(1_000_000, 0.01)
@@ -90,7 +92,7 @@ def test_filter_jsonl_with_ids_and_bad_lines():
     text = "".join(json.dumps(r) + "\n" for r in rows) + "not json\n"
     out, report, dropped = _run(text, records=RecordOptions("jsonl", "text", "id"))
     assert [json.loads(line)["id"] for line in out.splitlines()] == ["a"]
-    assert [reason for _, reason in report.bad_records] == ["no field 'text'", "invalid JSON (Expecting value)"]
+    assert [reason for _, reason in report.bad_records] == [NO_TEXT, "invalid JSON (Expecting value)"]
     assert json.loads(dropped)["duplicate_of"] == "a"
 
 
@@ -120,10 +122,10 @@ def test_filter_reads_json_lines_as_add_does_and_numbers_bad_lines_where_they_ar
         report = run_filter(io.BytesIO(text.encode()), out, FilterOptions(records=RecordOptions("jsonl", "text")),
                             io.StringIO() if dropped else None)
         assert [json.loads(line)["text"] for line in out.getvalue().splitlines()] == ["None", "a b c"]
-        assert report.bad_records == [(1, "no field 'text'"), (3, "not a JSON object"),
+        assert report.bad_records == [(1, NO_TEXT), (3, "not a JSON object"),
                                       (7, "invalid JSON (a number of more than 4,300 digits)"),
                                       (8, "invalid JSON (nested too deeply)"), (9, "invalid JSON (Expecting value)"),
-                                      (10, "no field 'text'")]
+                                      (10, NO_TEXT)]
 
 
 def test_filter_csv_writes_its_header_only_once_it_is_read():

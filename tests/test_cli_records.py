@@ -11,6 +11,8 @@ from dedupdb.ingest.records import RecordOptions
 
 from .conftest import CHINESE, CHINESE_EDITED, CHINESE_OTHER, ENGLISH, ENGLISH_EDITED, ENGLISH_OTHER, interrupt_batch, write
 
+NO_TEXT = "no field 'text' (--text-field names the field holding the text)"  # a record without the text's field
+
 
 def _summary(result) -> dict:
     assert result.exit_code == 0, result.output
@@ -35,7 +37,7 @@ def test_jsonl_records_with_ids_and_a_malformed_line(cli, tmp_path):
     assert summary["records"] == 3
     assert [(b["where"].rsplit("/", 1)[-1], b["reason"]) for b in summary["bad_records"]] == [
         ("posts.jsonl:3", "invalid JSON (Expecting property name enclosed in double quotes)"),
-        ("posts.jsonl:5", "no field 'text'"),
+        ("posts.jsonl:5", NO_TEXT),
     ]
     assert _cluster_keys(cli) == [{"posts.jsonl#p1", "posts.jsonl#p2"}]
     hits = json.loads(cli("query", CHINESE, "--format", "json").stdout)

@@ -432,7 +432,7 @@ def _pick(obj, options: RecordOptions, line: int) -> tuple[str, str] | str:
         return "not a JSON object"
     text = obj.get(options.text_field)
     if text is None:
-        return f"no field {options.text_field!r}"
+        return f"no field {options.text_field!r} (--text-field names the field holding the text)"
     if not isinstance(text, str):
         try:
             text = json.dumps(text, ensure_ascii=False) if not isinstance(text, (int, float)) else str(text)
