@@ -8,6 +8,15 @@ import pytest
 
 from dedupdb.cli.commands import app
 
+from .conftest import (
+    CHINESE,
+    CHINESE_EDITED,
+    ENGLISH,
+    ENGLISH_EDITED,
+    file_hashes,
+    write,
+)
+
 
 def _one_line_error(result, text):
     assert result.exit_code == 1, result.output
@@ -225,3 +234,46 @@ def test_usage_errors_of_the_command_line_are_one_line(tmp_path, args):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and "--help" in lines[0], result.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+def test_a_text_there_is_no_memory_to_sketch_fails_alone(cli, db_path, tmp_path, monkeypatch):
+    """Sketching that runs out of memory (a text of tens of MB where the address space is limited) fails the file,
+    record or attachment whose text it was, with its size, and the add goes on: never a traceback, never the whole
+    add. The others of its batch are sketched a text at a time."""
+    import json
+
+    import dedupdb
+    from dedupdb.ingest import pipeline
+
+    real = pipeline.sketch_texts
+
+    def short_of_memory(settings, texts):
+        if any("unsketchable" in text for text in texts):
+            raise MemoryError
+        return real(settings, texts)
+
+    monkeypatch.setattr(pipeline, "sketch_texts", short_of_memory)
+    folder = tmp_path / "notes"
+    write(folder / "a.txt", ENGLISH)
+    write(folder / "b.txt", ENGLISH_EDITED)
+    write(folder / "huge.txt", "an unsketchable text " * 50)
+    write(folder / "mail.eml", "From: a@example.org\nSubject: hello\nMessage-ID: <m1@example.org>\n\n"
+                               "an unsketchable message\n")
+    records = tmp_path / "posts.jsonl"
+    records.write_text("".join(json.dumps({"id": i, "text": t}) + "\n"
+                               for i, t in enumerate([CHINESE, "one unsketchable record here", CHINESE_EDITED])))
+    before = file_hashes(folder), records.read_bytes()
+    result = cli("add", str(folder), str(records), "--id-field", "id", "--workers", "0", "--format", "json")
+    assert result.exit_code == 23, result.output
+    summary = json.loads(result.stdout)
+    assert summary["added"] == 3 and summary["records"] == 2
+    assert sorted((f["path"].rsplit("/", 1)[-1], f["reason"]) for f in summary["failed_paths"]) == [
+        ("huge.txt", "not enough memory to sketch its text (0.0 MiB of it)"),
+        ("mail.eml", "not enough memory to sketch its text (0.0 MiB of it)")]
+    assert [(b["where"].rsplit("/", 1)[-1], b["reason"]) for b in summary["bad_records"]] == [
+        ("posts.jsonl:2", "not enough memory to sketch its text (0.0 MiB of it)")]
+    assert (file_hashes(folder), records.read_bytes()) == before
+    assert len(json.loads(cli("report", "--format", "json").stdout)) == 2  # both pairs found
+    with dedupdb.open(db_path) as db:  # the library's add, the same
+        again = db.add([folder], workers=0)
+    assert [reason for _, reason in again.failed] == ["not enough memory to sketch its text (0.0 MiB of it)"] * 2

@@ -207,6 +207,35 @@ def test_batches_take_the_compiled_path_and_single_texts_once_earned(monkeypatch
     assert calls == [len(texts), 1]
 
 
+def test_a_long_text_takes_numpys_path_by_itself_and_a_refused_reservation_falls_back_to_it(monkeypatch):
+    """The compiled kernel reserves room for its batch's longest text (some 88 bytes a byte): a text longer than
+    LONG_TEXT_CHARS is sketched on numpy's path by itself, the others of its batch compiled, in their order; and a
+    kernel whose reservation is refused (MemoryError, a limited address space) leaves the batch to numpy's path.
+    The sketches are those of either path throughout."""
+    texts = [normalize(t) for t in EDGE_CASES]
+    expected = python_sketcher(Settings()).sketch(texts)
+    given = []
+    original = fastsketch.sketch_parts
+
+    def watched(batch, *args):
+        given.append(list(batch))
+        return original(batch, *args)
+
+    monkeypatch.setattr(fastsketch, "sketch_parts", watched)
+    sketcher = Sketcher(Settings())
+    sketcher.LONG_TEXT_CHARS = 200
+    long = [t for t in texts if len(t) > 200]
+    assert 2 <= len(long) < len(texts) - Sketcher.FAST_BATCH
+    assert_same_sketches(sketcher.sketch(texts), expected)
+    assert given == [[t for t in texts if len(t) <= 200]]  # one compiled batch, no long text in it
+
+    def refused(batch, *args):
+        raise MemoryError("Allocation failed (probably too large).")
+
+    monkeypatch.setattr(fastsketch, "sketch_parts", refused)
+    assert_same_sketches(Sketcher(Settings()).sketch(texts), expected)
+
+
 def test_without_numba_the_numpy_path_serves(monkeypatch):
     texts = [normalize(t) for t in EDGE_CASES]
     expected = Sketcher(Settings()).sketch(texts)

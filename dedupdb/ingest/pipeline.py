@@ -178,10 +178,14 @@ def read_files(settings: Settings, jobs: list[tuple[str, str | None, int, float,
         if text_hash is not None:
             texts.setdefault(text_hash, text)
         out.append(FileRead(digest, False, text_hash, None, snippet(raw), len(data), warning=decoded.note))
-    made = sketch_texts(settings, list(texts.values()))
+    made = sketches_that_fit(settings, list(texts.values()))
+    sketched = {sketch.content_hash for sketch in made}
     sketches = {s.content_hash: (s, c) for s, c in zip(made, columns_of(settings, made))}
     out = [replace(r, sketch=sketches[r.text_hash][0], columns=sketches.pop(r.text_hash)[1])
            if r.text_hash in sketches else r for r in out]
+    # A text this process found no memory to sketch fails its file alone, saying how large it is.
+    out = [FileRead(error=no_memory_for(texts[r.text_hash])) if r.text_hash in texts and r.text_hash not in sketched
+           else r for r in out]
     if messages:
         parsed = read_messages(settings, [(data, max_bytes, seconds) for _, data, max_bytes, seconds in messages])
         for (index, *_), read in zip(messages, parsed):
@@ -189,16 +193,40 @@ def read_files(settings: Settings, jobs: list[tuple[str, str | None, int, float,
     return out
 
 
-def sketch_records(settings: Settings, raws: list[str]) -> list[tuple[bytes | None, Sketch | None, str]]:
+def sketches_that_fit(settings: Settings, texts: list[str]) -> list[Sketch]:
+    """sketch_texts() of the texts, leaving out those this process cannot find the memory for: a batch that runs
+    out is sketched again a text at a time (a text of tens of MB takes hundreds; a process's address space may be
+    limited, ulimit -v)."""
+    try:
+        return sketch_texts(settings, texts)
+    except MemoryError:
+        made = []
+        for text in texts:
+            try:
+                made += sketch_texts(settings, [text])
+            except MemoryError:
+                pass
+        return made
+
+
+def no_memory_for(text: str) -> str:
+    """Why a text was not sketched (sketches_that_fit left it out)."""
+    return f"not enough memory to sketch its text ({len(text) / 2**20:.1f} MiB of it)"
+
+
+def sketch_records(settings: Settings, raws: list[str]) -> list[tuple[bytes | None, Sketch | None, str | None]]:
     """(content hash, sketch, snippet) of each record's text (None for one without text); each distinct text of
     the list is sketched once, and only its first record carries the sketch. The snippets are made here too: in
-    a worker, not in the process that writes the store."""
+    a worker, not in the process that writes the store. A text there was no memory to sketch gives (None, None,
+    None)."""
     # Newlines inside a record are whitespace like any other once normalized.
     texts = normalize_lines([raw.replace("\n", " ") for raw in raws])
     hashes = [content_hash(t) if t else None for t in texts]
     distinct = {h: t for h, t in zip(hashes, texts) if h is not None}
-    sketches = {s.content_hash: s for s in sketch_texts(settings, list(distinct.values()))}
-    return [(h, sketches.pop(h, None), snippet(raw)) if h is not None else (None, None, "") for h, raw in zip(hashes, raws)]
+    sketches = {s.content_hash: s for s in sketches_that_fit(settings, list(distinct.values()))}
+    unsketched = set(distinct) - set(sketches)
+    return [(None, None, "") if h is None else (None, None, None) if h in unsketched
+            else (h, sketches.pop(h, None), snippet(raw)) for h, raw in zip(hashes, raws)]
 
 
 @dataclass
@@ -243,6 +271,9 @@ def read_record_chunks(settings: Settings, jobs: list[RecordJob]) -> list[ChunkR
                 rows.append((item.line, None, None, "", 0, item.reason))
                 continue
             text_hash, sketch, text_snippet = next(sketched)
+            if text_snippet is None:  # no memory to sketch it: a bad record, the others go on
+                rows.append((item.line, None, None, "", 0, no_memory_for(item.text)))
+                continue
             if sketch is not None:
                 sketches.append(sketch)
                 columns.append(next(made))
@@ -284,8 +315,14 @@ def read_messages(settings: Settings, jobs: list[tuple[bytes | None, int, float]
                 first_in[text_hash] = len(out)
             parts.append((part.name, text_hash, snippet(raw), len(raw.encode("utf-8")), None))
         out.append(MessageRead(parsed.message_id, parts, []))
-    for sketch in sketch_texts(settings, list(texts.values())):
+    made = sketches_that_fit(settings, list(texts.values()))
+    for sketch in made:
         out[first_in[sketch.content_hash]].sketches.append(sketch)
+    unsketched = set(texts) - {sketch.content_hash for sketch in made}
+    for read in out if unsketched else []:  # a part there was no memory to sketch cannot be read, the rest go on
+        read.parts = [(name, None, "", 0, no_memory_for(texts[text_hash])) if text_hash in unsketched
+                      else (name, text_hash, text_snippet, size, error)
+                      for name, text_hash, text_snippet, size, error in read.parts]
     return out
 
 

@@ -17,7 +17,7 @@ from dedupdb.errors import DedupError
 from dedupdb.index.grouping import keep_order, neighbours, stars
 from dedupdb.index.indexer import index_rows
 from dedupdb.index.lsh import KEY_HOLDERS_COMPARED, Candidates
-from dedupdb.ingest.pipeline import sketch_records
+from dedupdb.ingest.pipeline import no_memory_for, sketch_records
 from dedupdb.scaleout.inputs import Shard, ShardRecord, shard_records
 from dedupdb.scaleout.layout import content_number, ordinal
 from dedupdb.sketch.fingerprint import Fingerprint, Fingerprinter, Sketch
@@ -102,6 +102,8 @@ def sketch_table(table: pa.Table, settings: Settings) -> pa.Table:
     chars = {h: s.chars for h, s, _ in results.values() if s is not None}  # every record's, for the keep rules
     for i in range(table.num_rows):
         content_hash, sketch, snippet = results.get(i, (None, None, ""))
+        if snippet is None:  # no memory to sketch it: a bad record, as in an add
+            out["bad"][i], snippet = no_memory_for(texts[i]), ""
         out["simhashed"].append(simhashed.get(content_hash, False))
         if content_hash is None and out["bad"][i] is None:
             out["bad"][i] = "no text"  # a record whose text normalizes to nothing is not stored by add either

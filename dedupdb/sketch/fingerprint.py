@@ -92,6 +92,11 @@ class Sketcher:
     # (batches, or single texts: a process answering queries by the thousand), or for a batch at once if it is
     # loaded already: a quick command never waits for numba, a large job loses at most that.
     FAST_AFTER_SECONDS = 0.8
+    # A text longer than this takes numpy's path, by itself: the compiled kernel reserves some 88 bytes of address
+    # space a byte of the batch's longest text (a 50 MB log file: 5.5 GB, 0.9 GB of it touched), where numpy's path
+    # holds what it uses (1.1 GB, 0.8 GB touched), at four times the time. Where address space is limited (ulimit
+    # -v), the kernel's reservation failed the whole add, and numba keeps what it reserved after the failure.
+    LONG_TEXT_CHARS = 4 << 20
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -101,6 +106,14 @@ class Sketcher:
         self._awaited = False  # at the last batch, this process awaited the compiled sketching (compiled.py)
 
     def sketch(self, texts: list[str]) -> list[Sketch]:
+        long = [len(text) > self.LONG_TEXT_CHARS for text in texts]
+        if not any(long):
+            return self._sketch(texts)
+        short = iter(self._sketch([text for text, is_long in zip(texts, long) if not is_long]))
+        return [self._sketch([text], numpy_only=True)[0] if is_long else next(short)
+                for text, is_long in zip(texts, long)]
+
+    def _sketch(self, texts: list[str], numpy_only: bool = False) -> list[Sketch]:
         waiting = compiled.waiting()
         if self._awaited and not waiting:  # another process has compiled it: from now on, as in a worker that found it
             load_compiled()
@@ -109,15 +122,18 @@ class Sketcher:
         loaded = f"{__package__}.fastsketch" in sys.modules
         # Loaded aside for single texts (compiled.load_aside, a process answering queries): they take it too.
         wanted = (earned or (loaded and (len(texts) >= self.FAST_BATCH or compiled.loaded_aside()))) and not waiting
-        fast = self._fast() if wanted else None
+        fast = self._fast() if wanted and not numpy_only else None
+        if fast is not None:
+            s = self.settings
+            try:
+                parts = fast.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.char_ngram, s.containment_ngram,
+                                          s.winnow_window, self.minhasher.multipliers, self.minhasher.offsets)
+            except MemoryError:  # the kernel's reservation refused (LONG_TEXT_CHARS): numpy's path, the same numbers
+                fast = None
         if fast is None:
             started = time.perf_counter()
             parts = self._parts(texts)
             self._numpy_seconds += time.perf_counter() - started
-        else:
-            s = self.settings
-            parts = fast.sketch_parts(texts, s.word_ngram, s.cjk_ngram, s.char_ngram, s.containment_ngram,
-                                      s.winnow_window, self.minhasher.multipliers, self.minhasher.offsets)
         shingle_sets, signatures, word_counts, winnows, token_counts, mostly_cjk, buckets = parts
         signatures = _kept(signatures)
         worded = [i for i in range(len(texts)) if token_counts[i] and not mostly_cjk[i]]  # weighted by word_weights
