@@ -631,3 +631,37 @@ def test_a_process_running_dedupdb_alone_loads_numba_without_scipy_linalg(alone)
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     assert done.stdout.split() == ["True", "True", str(not alone), "5.0"], done.stderr
+
+
+def test_a_batch_of_files_is_bounded_by_their_bytes(cli, db_path, tmp_path, monkeypatch):
+    """Files go to be read in batches of batch_size() files or FILE_BATCH_BYTES of them, whichever comes first: the
+    workers hold a batch's texts at once (200 files of 2.2 MB took an add to 2.1 GB). A batch of a few large files
+    is shared out among the workers like one of many small ones."""
+    import os
+
+    monkeypatch.setattr(pipeline, "FILE_BATCH_BYTES", 3000)
+    batches, spread = [], []
+    real_read, real_submit = pipeline.read_files, pipeline.Ingest.submit
+
+    def counted(settings, jobs):
+        batches.append([os.path.basename(path) for path, *_ in jobs])
+        return real_read(settings, jobs)
+
+    def watched(self, work, items, apply, ahead=None, **parts):
+        spread.append(parts.get("min_items"))
+        return real_submit(self, work, items, apply, ahead, **parts)
+
+    monkeypatch.setattr(pipeline, "read_files", counted)
+    monkeypatch.setattr(pipeline.Ingest, "submit", watched)
+    folder = tmp_path / "docs"
+    for i in range(10):
+        write(folder / f"{i}.txt", f"{i} " + (ENGLISH if i % 2 else ENGLISH_OTHER) + f" {i}" * 300)
+    sizes = {p.name: p.stat().st_size for p in folder.iterdir()}
+    result = cli("add", str(folder), "--workers", "0", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["added"] == 10
+    assert sorted(name for batch in batches for name in batch) == sorted(sizes)
+    assert len(batches) > 1
+    for batch in batches[:-1]:  # each full once its bytes reach the bound, not before
+        assert sum(sizes[n] for n in batch) >= 3000 > sum(sizes[n] for n in batch[:-1])
+    assert spread[0] == 1  # 3,000 bytes or more: shared out, however few the files
