@@ -665,3 +665,35 @@ def test_a_batch_of_files_is_bounded_by_their_bytes(cli, db_path, tmp_path, monk
     for batch in batches[:-1]:  # each full once its bytes reach the bound, not before
         assert sum(sizes[n] for n in batch) >= 3000 > sum(sizes[n] for n in batch[:-1])
     assert spread[0] == 1  # 3,000 bytes or more: shared out, however few the files
+
+
+def test_a_batch_of_records_is_bounded_by_their_bytes(tmp_path, monkeypatch):
+    """A record file's batch stops at FILE_BATCH_BYTES of its records too (this process holds a batch's bytes: 200
+    records of 1.3 MB took it to 1 GB), and the store is the one an unbounded batch makes."""
+    texts = [ENGLISH, ENGLISH_EDITED, CHINESE, CHINESE_EDITED, ENGLISH_OTHER] * 4
+    corpus = tmp_path / "posts.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "text": f"{t} {i % 5}"}) + "\n" for i, t in enumerate(texts)))
+    real_submit = pipeline.Ingest.submit
+
+    def stores(bound: int | None) -> tuple[list, list[int]]:
+        batches = []
+
+        def watched(self, work, items, apply, ahead=None, **parts):
+            if work is pipeline.read_record_chunks:
+                batches.append(sum(len(piece.data) for *_, piece in items if not isinstance(piece, list)))
+            return real_submit(self, work, items, apply, ahead, **parts)
+
+        monkeypatch.setattr(pipeline.Ingest, "submit", watched)
+        if bound is not None:
+            monkeypatch.setattr(pipeline, "FILE_BATCH_BYTES", bound)
+            monkeypatch.setattr(pipeline, "CHUNK_BYTES", 1)  # a chunk a record
+        with dedupdb.open(tmp_path / f"{bound}.db") as db:
+            db.add([corpus], records=RecordOptions("jsonl", id_field="id"), workers=0)
+            groups = [sorted(m.key.rsplit("#", 1)[1] for m in c.members) for c in db.clusters()]
+        return sorted(groups), batches
+
+    whole, one = stores(None)
+    bounded, many = stores(700)
+    assert len(one) == 1 and len(many) > 3
+    assert all(size >= 700 for size in many[:-1])
+    assert bounded == whole and len(whole) >= 2

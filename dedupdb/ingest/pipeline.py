@@ -102,7 +102,8 @@ def named_record_format(path: Path) -> str | None:
 
 # A batch of files holds at most about this many bytes of them (and batch_size() files): the workers hold a batch's
 # texts and sketch them at once, some 15 bytes of memory a byte of text, so 200 files of 2.2 MB made an add's
-# processes 2.1 GB at their peak, and a folder of e-books or logs grew without bound.
+# processes 2.1 GB at their peak, and a folder of e-books or logs grew without bound. A batch of records stops there
+# too: this process holds its bytes (200 records of 1.3 MB: 1 GB).
 FILE_BATCH_BYTES = 32 * 1024 * 1024
 # An add of at least this many bytes starts its workers at once; a smaller one sketches its first batch here and
 # starts them only if there is a second (a few files are done before workers would have started).
@@ -825,8 +826,8 @@ class _RecordRead:
             pieces: list[Chunk | list] = [parsed] if parsed else []
             starts: list = [None] if parsed else []
             parsed = []
-            lines, target = 0, self.ingest.batch_size()
-            while lines < target and not cutter.ended:
+            lines, target, held = 0, self.ingest.batch_size(), 0
+            while lines < target and held < FILE_BATCH_BYTES and not cutter.ended:  # this process holds the bytes
                 before = cutter.hasher.copy()
                 piece = cutter.next(min(CHUNK_LINES, target - lines), CHUNK_BYTES)
                 if piece is None:
@@ -839,6 +840,7 @@ class _RecordRead:
                 pieces.append(piece)
                 starts.append(before)
                 lines += piece.lines
+                held += len(piece.data)
             done = cutter.ended and (size is None or cutter.offset >= size)
             digest = cutter.hasher.hexdigest() + self.digest_suffix
             self._flush(pieces, starts, cutter.offset, cutter.line, digest, done)
