@@ -178,21 +178,31 @@ def test_texts_skipping_the_repost_regex_hold_no_noise(text):
         assert REPOST_NOISE.search(text) is None
 
 
-def test_batches_take_the_compiled_path_and_single_texts_once_earned(monkeypatch):
-    calls = []
+def watched_batches(monkeypatch) -> list[list[str]]:
+    """The batches the compiled sketching is given from now on, each a list of its texts."""
+    given = []
     original = fastsketch.sketch_parts
 
-    def counting(texts, *args):
-        calls.append(len(texts))
+    def watched(texts, *args):
+        given.append(list(texts))
         return original(texts, *args)
 
-    monkeypatch.setattr(fastsketch, "sketch_parts", counting)
+    monkeypatch.setattr(fastsketch, "sketch_parts", watched)
+    return given
+
+
+def test_batches_take_the_compiled_path_and_single_texts_once_earned(monkeypatch):
+    batches = watched_batches(monkeypatch)
+
+    def calls() -> list[int]:
+        return [len(batch) for batch in batches]
+
     sketcher = Sketcher(Settings())
     texts = [f"text number {i} with some words" for i in range(Sketcher.FAST_BATCH)]
     batch = sketcher.sketch(texts)  # fastsketch is loaded (imported above): taken at once
-    assert calls == [len(texts)]
+    assert calls() == [len(texts)]
     single = sketcher.sketch(texts[:1])
-    assert calls == [len(texts)]  # unchanged: one text stays on numpy
+    assert calls() == [len(texts)]  # unchanged: one text stays on numpy
     assert_same_sketches(single, batch[:1])
 
     # Not loaded yet: texts go to numpy until they have taken FAST_AFTER_SECONDS there, single texts counted too;
@@ -201,10 +211,10 @@ def test_batches_take_the_compiled_path_and_single_texts_once_earned(monkeypatch
     patient = Sketcher(Settings())
     patient.FAST_AFTER_SECONDS = 3600.0
     assert_same_sketches(patient.sketch(texts), batch)
-    assert calls == [len(texts)]
+    assert calls() == [len(texts)]
     patient.FAST_AFTER_SECONDS = 1e-9
     assert_same_sketches(patient.sketch(texts[:1]), batch[:1])
-    assert calls == [len(texts), 1]
+    assert calls() == [len(texts), 1]
 
 
 def test_a_long_text_takes_numpys_path_by_itself_and_a_refused_reservation_falls_back_to_it(monkeypatch):
@@ -214,14 +224,7 @@ def test_a_long_text_takes_numpys_path_by_itself_and_a_refused_reservation_falls
     The sketches are those of either path throughout."""
     texts = [normalize(t) for t in EDGE_CASES]
     expected = python_sketcher(Settings()).sketch(texts)
-    given = []
-    original = fastsketch.sketch_parts
-
-    def watched(batch, *args):
-        given.append(list(batch))
-        return original(batch, *args)
-
-    monkeypatch.setattr(fastsketch, "sketch_parts", watched)
+    given = watched_batches(monkeypatch)
     sketcher = Sketcher(Settings())
     sketcher.LONG_TEXT_CHARS = 200
     long = [t for t in texts if len(t) > 200]
