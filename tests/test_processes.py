@@ -916,3 +916,33 @@ def test_what_compiled_code_needs_is_loaded_before_workers_are_forked():
               "load_numba()\nprint('numba' in sys.modules, 'numpy.ma' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
     assert result.stdout.split() == ["True", "True"], result.stderr
+
+
+def test_a_database_another_add_is_creating_is_not_taken_for_another_programs(tmp_path, monkeypatch):
+    """Opening a new database reads its schema version, then, at version 0, whether it holds tables (another
+    program's file is refused). Read one after the other, a second add creating the same database could commit
+    its first tables in between (one round in twenty of the test above, on CI), and the first took the file for
+    another program's. Both are read in one transaction now: a write between them waits for it."""
+    from dedupdb.storage import connection
+
+    path = tmp_path / "new.db"
+    calls, blocked = [], []
+    real = migrate.schema_version
+
+    def meanwhile(conn):
+        version = real(conn)
+        calls.append(version)
+        if len(calls) == 2:  # the read the tables are judged by: another process commits its first table now
+            other = sqlite3.connect(path, timeout=0, isolation_level=None)
+            try:
+                other.execute("CREATE TABLE files (id INTEGER PRIMARY KEY)")
+            except sqlite3.OperationalError as exc:
+                blocked.append(str(exc))
+            finally:
+                other.close()
+        return version
+
+    monkeypatch.setattr(migrate, "schema_version", meanwhile)
+    conn = connection.connect_writable(path, create=True)
+    conn.close()
+    assert blocked == ["database is locked"]

@@ -237,6 +237,19 @@ def retry_busy(conn: sqlite3.Connection, sql: str) -> list:
         pause = min(pause * 2, 0.1)
 
 
+def _version_and_tables(conn: sqlite3.Connection) -> tuple[int, list[str]]:
+    """The schema version and, at version 0, the first tables, read in one transaction: read one after the other,
+    a second add creating the same new database could commit its first tables in between, and this one took them
+    for another program's."""
+    conn.execute("BEGIN")
+    try:
+        version = migrate.schema_version(conn)
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 5")]
+    finally:
+        conn.execute("COMMIT")
+    return version, tables if version == 0 else []
+
+
 def connect_writable(path: Path, create: bool) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_SECONDS, check_same_thread=False)
@@ -249,10 +262,10 @@ def connect_writable(path: Path, create: bool) -> sqlite3.Connection:
         # Read the version before anything writes: a newer database is left untouched.
         migrate.check_not_newer(conn, migrations, str(path))
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
-        if migrate.schema_version(conn) == 0:
+        version, tables = _version_and_tables(conn)
+        if version == 0:
             if not create:  # an empty file, or another program's database: not one to read, nor to take over
                 raise DatabaseError(not_yet_message(path))
-            tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 5")]
             if tables:  # another program's: its file is not made a store, nor switched to a write-ahead log
                 raise DatabaseError(f"{path} holds another program's SQLite database (tables {', '.join(tables)}); "
                                     "dedupdb keeps its store in a file of its own: give another --db")
