@@ -246,7 +246,7 @@ def _version_and_tables(conn: sqlite3.Connection) -> tuple[int, list[str]]:
         version = migrate.schema_version(conn)
         tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 5")]
     finally:
-        conn.execute("COMMIT")
+        conn.execute("ROLLBACK")  # it wrote nothing: ended, not committed
     return version, tables if version == 0 else []
 
 
