@@ -341,3 +341,43 @@ def test_journal_times_are_utc_with_their_zone_and_the_table_local(cli, db_path,
     assert batch["created"].endswith("Z") and batch["undone"].endswith("Z")
     created = datetime.strptime(batch["created"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     assert render._local_time(created.timestamp()) in cli("journal").stdout  # people read their own time
+
+
+def test_two_long_documents_are_matched_line_by_line_and_shown_around_their_changes(cli, tmp_path, monkeypatch):
+    """Matching every word against every other, as difflib does, took over a minute for two documents of 2 MB:
+    past diff.WHOLE_UNITS units the common start and end are set aside and the rest is matched line by line, each
+    run of changed lines word by word. No unit-level match is given more than WHOLE_UNITS units, the opcodes still
+    spell both texts, and a view shows long unchanged runs by their start and end."""
+    import difflib
+
+    from dedupdb.text import diff
+
+    rng = __import__("random").Random(4)
+    vocabulary = [f"w{i}" for i in range(3000)]
+    lines = [" ".join(rng.choices(vocabulary, k=12)) for _ in range(3000)]  # 36,000 words, 72,000 units
+    a = "\n".join(lines)
+    changed = list(lines)
+    changed[700] = changed[700].replace(" ", " inserted ", 1)
+    changed[2200] = "a line rewritten whole"
+    b = "\n".join(changed)
+    given = []
+    real = difflib.SequenceMatcher
+
+    def watched(junk, x, y, autojunk=True):
+        given.append((len(x), len(y), isinstance(x[0], str) and "\n" in x[0] if x else False))
+        return real(junk, x, y, autojunk=autojunk)
+
+    monkeypatch.setattr(difflib, "SequenceMatcher", watched)
+    result = diff.diff_texts(a, b)
+    assert "".join(o.a_text for o in result.opcodes) == a and "".join(o.b_text for o in result.opcodes) == b
+    assert result.changes[0].op == "insert" and result.changes[0].b_text == "inserted "
+    assert "".join(o.b_text for o in result.changes[1:]) == "alinerewrittenwhole" and len(result.changes) < 10
+    assert len(given) >= 2 and max(x + y for x, y, _ in given[1:]) <= diff.WHOLE_UNITS  # after the one of lines
+    monkeypatch.undo()
+    for name, text in (("a.txt", a), ("b.txt", b)):
+        write(tmp_path / name, text)
+    shown = cli("diff", str(tmp_path / "a.txt"), str(tmp_path / "b.txt"))
+    assert shown.exit_code == 0, shown.output
+    assert "characters the same" in shown.stdout and "inserted" in shown.stdout and "rewritten" in shown.stdout
+    opcodes = json.loads(cli("diff", str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), "--format", "json").stdout)
+    assert "".join(o["b_text"] for o in opcodes["opcodes"]) == b

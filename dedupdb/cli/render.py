@@ -614,11 +614,13 @@ def diff_view(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: flo
         for line in unified_lines(text_a, text_b, label_a, label_b):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
         return
+    from dedupdb.text.diff import shown_equal
+
     if unified:
         merged = Text()
         for o in result.opcodes:
             if o.op == "equal":
-                merged.append(o.a_text)
+                merged.append(shown_equal(o.a_text))
             else:
                 merged.append(o.a_text, style="bold red strike")
                 merged.append(o.b_text, style="bold green")
@@ -627,8 +629,9 @@ def diff_view(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: flo
         return
     left, right = Text(overflow="fold"), Text(overflow="fold")
     for o in result.opcodes:
-        left.append(o.a_text, style=None if o.op == "equal" else "bold red")
-        right.append(o.b_text, style=None if o.op == "equal" else "bold green")
+        left.append(shown_equal(o.a_text) if o.op == "equal" else o.a_text, style=None if o.op == "equal" else "bold red")
+        right.append(shown_equal(o.b_text) if o.op == "equal" else o.b_text,
+                     style=None if o.op == "equal" else "bold green")
     # Laid out for the terminal (or $COLUMNS, or 80 columns when piped); long lines, Chinese ones with no space
     # to break at included, fold within their column instead of being cut.
     width = console.layout_width

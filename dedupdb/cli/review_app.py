@@ -391,7 +391,7 @@ class GroupScreen(Screen):
     def _show_diff(self) -> None:
         if not self.rows:
             return
-        from dedupdb.text.diff import diff_texts
+        from dedupdb.text.diff import diff_texts, shown_equal
 
         row, keeper = self._row(), self.rows[0]
         target = self.query_one("#difftext", Static)
@@ -410,8 +410,10 @@ class GroupScreen(Screen):
         result = diff_texts(text_a, text_b)
         left, right = Text(overflow="fold"), Text(overflow="fold")
         for o in result.opcodes:
-            left.append(o.a_text, style=None if o.op == "equal" else "bold red")
-            right.append(o.b_text, style=None if o.op == "equal" else "bold green")
+            left.append(shown_equal(o.a_text) if o.op == "equal" else o.a_text,
+                        style=None if o.op == "equal" else "bold red")
+            right.append(shown_equal(o.b_text) if o.op == "equal" else o.b_text,
+                         style=None if o.op == "equal" else "bold green")
         table = Table(expand=True, box=None, padding=(0, 1), show_edge=False)
         table.add_column(Text(f"kept · {result.ratio:.0%} in common by {result.unit}", style="bold"), ratio=1,
                          overflow="fold")
