@@ -373,6 +373,12 @@ def test_two_long_documents_are_matched_line_by_line_and_shown_around_their_chan
     assert result.changes[0].op == "insert" and result.changes[0].b_text == "inserted "
     assert "".join(o.b_text for o in result.changes[1:]) == "alinerewrittenwhole" and len(result.changes) < 10
     assert len(given) >= 2 and max(x + y for x, y, _ in given[1:]) <= diff.WHOLE_UNITS  # after the one of lines
+    # Chinese of one line, matched sentence by sentence: two edits far apart are two changes, not one replaced span.
+    one_line = "".join(f"第{i}句说的是{'天气很好我们去公园' if i % 2 else '酒店服务态度非常好'}。" for i in range(3000))
+    edited = one_line[:5000] + "插入" + one_line[5000:40000] + one_line[40003:]
+    chinese = diff.diff_texts(one_line, edited)
+    assert chinese.unit == "character" and [(o.op, o.a_text, o.b_text) for o in chinese.changes] == [
+        ("insert", "", "插入"), ("delete", one_line[40000:40003], "")]
     monkeypatch.undo()
     for name, text in (("a.txt", a), ("b.txt", b)):
         write(tmp_path / name, text)

@@ -75,8 +75,8 @@ def _matched(ua: list[str], ub: list[str], at_a: int, at_b: int) -> list[Opcode]
 
 
 def _by_lines(ua: list[str], ub: list[str], at_a: int, at_b: int) -> list[Opcode]:
-    """Opcodes of two long unit lists: their lines matched first (a line ends with a unit holding a newline), then
-    each run of differing lines unit by unit where it is short enough (BLOCK_UNITS), else replaced whole."""
+    """Opcodes of two long unit lists: their lines matched first (_lines), then each run of differing lines unit by
+    unit where it is short enough (BLOCK_UNITS), else replaced whole."""
     if len(ua) + len(ub) <= WHOLE_UNITS:
         return _matched(ua, ub, at_a, at_b)
     lines_a, lines_b = _lines(ua), _lines(ub)
@@ -94,9 +94,15 @@ def _by_lines(ua: list[str], ub: list[str], at_a: int, at_b: int) -> list[Opcode
     return out
 
 
+# Units that end a line for matching, besides those holding a newline: a sentence's end, so that a long text of
+# one line (Chinese text often has none) is matched sentence by sentence rather than replaced whole.
+_SENTENCE_ENDS = frozenset("。！？；.!?")
+
+
 def _lines(unit_list: list[str]) -> list[tuple[int, int]]:
-    """(start, end) of each line of a unit list: a line ends with a unit holding a newline, or at the end."""
-    ends = [i + 1 for i, unit in enumerate(unit_list) if "\n" in unit]
+    """(start, end) of each line of a unit list: a line ends with a unit holding a newline or ending a sentence, or
+    at the end."""
+    ends = [i + 1 for i, unit in enumerate(unit_list) if "\n" in unit or unit in _SENTENCE_ENDS]
     if not ends or ends[-1] != len(unit_list):
         ends.append(len(unit_list))
     return list(zip([0, *ends[:-1]], ends))
