@@ -598,6 +598,22 @@ def diff_json(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: flo
     }
 
 
+def diff_sides(result) -> tuple[Text, Text]:
+    """The two texts of a diff, each to be shown in a column of its own: removals in red on the left, additions in
+    green on the right, long unchanged runs shortened (diff.shown_equal)."""
+    from dedupdb.text.diff import shown_equal
+
+    left, right = Text(overflow="fold"), Text(overflow="fold")
+    for o in result.opcodes:
+        if o.op == "equal":
+            left.append(shown_equal(o.a_text))
+            right.append(shown_equal(o.b_text))
+        else:
+            left.append(o.a_text, style="bold red")
+            right.append(o.b_text, style="bold green")
+    return left, right
+
+
 def diff_view(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: float, result, unified: bool) -> None:
     label_a, label_b = one_line(label_a), one_line(label_b)  # a newline in a name would make up a header or a hunk
     plain = unified and (not console.is_terminal or console.color_system is None or console.no_color)
@@ -627,11 +643,7 @@ def diff_view(label_a: str, text_a: str, label_b: str, text_b: str, jaccard: flo
         console.print(f"--- {label_a}\n+++ {label_b}", highlight=False, markup=False)
         console.print(merged)
         return
-    left, right = Text(overflow="fold"), Text(overflow="fold")
-    for o in result.opcodes:
-        left.append(shown_equal(o.a_text) if o.op == "equal" else o.a_text, style=None if o.op == "equal" else "bold red")
-        right.append(shown_equal(o.b_text) if o.op == "equal" else o.b_text,
-                     style=None if o.op == "equal" else "bold green")
+    left, right = diff_sides(result)
     # Laid out for the terminal (or $COLUMNS, or 80 columns when piped); long lines, Chinese ones with no space
     # to break at included, fold within their column instead of being cut.
     width = console.layout_width

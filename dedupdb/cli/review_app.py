@@ -20,7 +20,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, ProgressBar, Static
 
-from dedupdb.cli.render import human_bytes, shorten
+from dedupdb.cli.render import diff_sides, human_bytes, shorten
 from dedupdb.database import Cluster
 from dedupdb.errors import DedupError
 from dedupdb.ops.review import Review, Row
@@ -391,7 +391,7 @@ class GroupScreen(Screen):
     def _show_diff(self) -> None:
         if not self.rows:
             return
-        from dedupdb.text.diff import diff_texts, shown_equal
+        from dedupdb.text.diff import diff_texts
 
         row, keeper = self._row(), self.rows[0]
         target = self.query_one("#difftext", Static)
@@ -408,12 +408,7 @@ class GroupScreen(Screen):
             target.update(Text(str(exc), style="italic"))
             return
         result = diff_texts(text_a, text_b)
-        left, right = Text(overflow="fold"), Text(overflow="fold")
-        for o in result.opcodes:
-            left.append(shown_equal(o.a_text) if o.op == "equal" else o.a_text,
-                        style=None if o.op == "equal" else "bold red")
-            right.append(shown_equal(o.b_text) if o.op == "equal" else o.b_text,
-                         style=None if o.op == "equal" else "bold green")
+        left, right = diff_sides(result)
         table = Table(expand=True, box=None, padding=(0, 1), show_edge=False)
         table.add_column(Text(f"kept · {result.ratio:.0%} in common by {result.unit}", style="bold"), ratio=1,
                          overflow="fold")

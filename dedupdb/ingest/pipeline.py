@@ -324,10 +324,11 @@ def read_messages(settings: Settings, jobs: list[tuple[bytes | None, int, float]
     for sketch in made:
         out[first_in[sketch.content_hash]].sketches.append(sketch)
     unsketched = set(texts) - {sketch.content_hash for sketch in made}
-    for read in out if unsketched else []:  # a part there was no memory to sketch cannot be read, the rest go on
-        read.parts = [(name, None, "", 0, no_memory_for(texts[text_hash])) if text_hash in unsketched
-                      else (name, text_hash, text_snippet, size, error)
-                      for name, text_hash, text_snippet, size, error in read.parts]
+    if unsketched:  # a part there was no memory to sketch cannot be read, the rest go on
+        for read in out:
+            read.parts = [(name, None, "", 0, no_memory_for(texts[text_hash])) if text_hash in unsketched
+                          else (name, text_hash, text_snippet, size, error)
+                          for name, text_hash, text_snippet, size, error in read.parts]
     return out
 
 

@@ -54,10 +54,9 @@ def diff_texts(a: str, b: str) -> TextDiff:
         opcodes = _matched(ua, ub, 0, 0)
     else:
         start = len(os.path.commonprefix([ua, ub]))
-        end = len(os.path.commonprefix([ua[: start - 1 : -1], ub[: start - 1 : -1]])) if start else len(
-            os.path.commonprefix([ua[::-1], ub[::-1]]))
-        end = min(end, len(ua) - start, len(ub) - start)
-        opcodes = [Opcode("equal", 0, start, 0, start, "".join(ua[:start]), "".join(ua[:start]))] if start else []
+        end = len(os.path.commonprefix([ua[start:][::-1], ub[start:][::-1]]))  # of what follows the common start
+        head = "".join(ua[:start])
+        opcodes = [Opcode("equal", 0, start, 0, start, head, head)] if start else []
         opcodes += _by_lines(ua[start : len(ua) - end], ub[start : len(ub) - end], start, start)
         if end:
             tail = "".join(ua[len(ua) - end :])
