@@ -11,7 +11,7 @@ import pytest
 
 from dedupdb.storage import blocks as block_codec
 from dedupdb.storage import runs as runs_module
-from dedupdb.storage.entries import CONTENT_ID_BITS
+from dedupdb.storage.entries import CONTENT_ID_BITS, CONTENT_ID_MASK
 from dedupdb.storage.store import Store
 
 
@@ -62,6 +62,11 @@ def test_runs_match_a_set_through_inserts_deletes_and_merges(store, small_runs, 
         overlapping = np.concatenate(([True], lows[1:] > highs[:-1]))
         lows, highs = lows[overlapping], highs[overlapping]
         assert runs.lookup(lows, highs).tolist() == _within(model, lows.tolist(), highs.tolist())
+        # An add's probe: every entry under each of some keys, stored ones and others, through the runs' filters.
+        keys = {rng.choice(sorted(model)) >> CONTENT_ID_BITS for _ in range(8)} if model else set()
+        starts = np.array(sorted(keys | {rng.randrange(1 << 10) for _ in range(8)}), np.int64) << CONTENT_ID_BITS
+        assert runs.lookup(starts, starts + CONTENT_ID_MASK, filtered=True).tolist() == _within(
+            model, starts.tolist(), (starts + CONTENT_ID_MASK).tolist())
     everything = np.array(sorted(model), np.int64)
     assert runs.count() == len(model)
     assert np.array_equal(np.sort(np.concatenate(list(runs.chunks()))), everything)
@@ -770,6 +775,18 @@ def test_compiled_range_search_and_filter_bits_are_numpys(monkeypatch):
             bits.add_sorted(entries)
             filters.append(bits.to_bytes())
         assert filters[0] == filters[1]
+        # A filtered probe of a run held in memory: the entries under each key the filter may hold, in one pass.
+        held = np.unique(rng.integers(0, 1 << 12, int(rng.integers(0, 400)), dtype=np.int64) << CONTENT_ID_BITS
+                         | rng.integers(0, 1 << 30, 1, dtype=np.int64))
+        starts = np.unique(np.concatenate((held[::3] >> CONTENT_ID_BITS, rng.integers(0, 1 << 12, 30))))
+        starts = starts << CONTENT_ID_BITS
+        bits = runs_module.KeyBits(1 << 12, 12)  # a slot a key: the filter tells every key apart
+        bits.add_sorted(held[::2])
+        passed = starts[bits.may_hold(starts)]
+        expected = [v for v in held.tolist() if any(s <= v <= s + CONTENT_ID_MASK for s in passed.tolist())]
+        for decoder in (None, fastdecode):
+            monkeypatch.setattr(decoding, "decoder", lambda d=decoder: d)
+            assert bits.held_in(held, starts).tolist() == expected
 
 
 @pytest.mark.parametrize("whole", [None, 125, 3])

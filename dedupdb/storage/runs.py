@@ -35,7 +35,7 @@ import numpy as np
 
 from dedupdb.storage import blocks as block_codec
 from dedupdb.storage import decoding
-from dedupdb.storage.entries import CONTENT_ID_BITS
+from dedupdb.storage.entries import CONTENT_ID_BITS, CONTENT_ID_MASK
 from dedupdb.text.hashing import distinct, distinct_of_sorted
 
 # A run of at most this many entries is kept in memory whole once an ingest probes it (32 MiB): the small runs,
@@ -120,6 +120,16 @@ class KeyBits:
         """Whether the key of each entry may be held (the content id bits do not matter)."""
         slots = entries >> self._shift
         return ((self._bits[slots >> 3] >> (slots & 7).astype(np.uint8)) & 1).astype(bool)
+
+    def held_in(self, data: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """The entries of sorted data (a run's, held in memory) under each key of these sorted starts (entries of
+        content id 0) that this filter may hold: in one compiled pass where there is one, else by masking the
+        starts and searching."""
+        fast = decoding.decoder()
+        if fast is not None:
+            return fast.in_key_ranges(data, starts, self._bits, int(self._shift), CONTENT_ID_MASK)
+        maybe = starts[self.may_hold(starts)]
+        return block_codec.in_ranges(data, maybe, maybe + CONTENT_ID_MASK)
 
     def to_bytes(self) -> bytes:
         return self._bits.tobytes()
@@ -476,7 +486,11 @@ class Runs:
             if filtered or run.filter is not None or warm:
                 if run.data is None and run.entries <= MEMORY_RUN_ENTRIES:
                     run.data = np.concatenate(list(self._run_chunks(run)) or [np.empty(0, np.int64)])
-                maybe = self._filter_of(run, keep=filtered).may_hold(lows)
+                keys = self._filter_of(run, keep=filtered)
+                if filtered and run.data is not None:  # each range one key's: [start, start + CONTENT_ID_MASK]
+                    parts.append(keys.held_in(run.data, lows))
+                    continue
+                maybe = keys.may_hold(lows)
                 parts.append(self._within(run, lows[maybe], highs[maybe]))
             else:
                 parts.append(self._within(run, lows, highs))
