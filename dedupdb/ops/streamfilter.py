@@ -301,7 +301,7 @@ def run_filter(
         if near is not None and survivors:
             kept: list[int] = []
             fps = near.fingerprints([texts[i] for i in survivors])
-            all_bands = band_keys(np.stack([fp.minhash for fp in fps]), near.banding).tolist()
+            all_bands = band_keys(np.array([fp.minhash for fp in fps]), near.banding).tolist()
             for i, fp, bands in zip(survivors, fps, all_bands):
                 original = near.check_and_add(keys[i], fp, bands)
                 if original is None and database is not None:
