@@ -70,8 +70,7 @@ def test_documents_hashed_together_get_the_signatures_each_gets_alone():
     sets = [shingles(size) for size in sizes]
     hasher = MinHasher(64, 3)
     groups = minhash._groups([len(s) for s in sets])
-    together = [held for members, held in groups if held + minhash._DOCUMENT_CALLS * len(members)
-                >= minhash._GROUP_CALLS and held < minhash._GROUP_SHINGLES]
+    together = [held for _, held in groups if minhash._GROUP_AT_LEAST <= held < minhash._GROUP_SHINGLES]
     assert len(together) >= 3 and max(len(m) for m, _ in groups) == minhash._GROUP_DOCUMENTS
     assert all(held <= minhash._GROUP_SHINGLES or len(m) == 1 for m, held in groups)
     batch = hasher.signatures(sets)

@@ -21,13 +21,13 @@ WHOLE_VIEW = char_view_limit(0)
 # matrix around a megabyte so it stays in cache.
 _CHUNK_SHINGLES = 2048
 # Documents hashed together (signatures): at most so many shingles (512 KB of them) and documents a group. A group
-# is hashed together when its shingles and documents outweigh what its calls (three a permutation) cost more than
-# five calls a document, counted in shingles hashed (measured on IMDB reviews and on texts of 20 shingles: together from about 24
-# reviews, or 110 short texts); else a document at a time, as a long document always is.
+# of fewer shingles than _GROUP_AT_LEAST is hashed a document at a time, as a document of _GROUP_SHINGLES or more
+# is: a group's calls (three a permutation) cost more than a few documents' five each. Together is the quicker
+# from some 2,500 to 4,000 shingles in all, however many documents hold them (256 permutations: 512 texts of 5
+# shingles, 192 of 20, 48 of 80, 16 IMDB reviews).
 _GROUP_SHINGLES = 1 << 17
 _GROUP_DOCUMENTS = 4096
-_GROUP_CALLS = 6_500
-_DOCUMENT_CALLS = 72
+_GROUP_AT_LEAST = 4096
 _EMPTY_SLOT = np.uint32(0xFFFFFFFF)
 
 
@@ -47,7 +47,7 @@ class MinHasher:
         out = np.full((len(shingle_sets), self.num_perm), _EMPTY_SLOT, dtype=np.uint32)
         alone = []
         for members, held in _groups([len(s) for s in shingle_sets]):
-            if held + _DOCUMENT_CALLS * len(members) < _GROUP_CALLS or held >= _GROUP_SHINGLES:
+            if held < _GROUP_AT_LEAST or held >= _GROUP_SHINGLES:
                 alone += members
                 continue
             # Many documents' shingles in one array, hashed a permutation at a time and reduced by document: a
