@@ -19,6 +19,8 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 pytest.importorskip("numba")
 
 from dedupdb.sketch import fastsketch  # noqa: E402
+from dedupdb.sketch import fingerprint as fingerprint_module
+from dedupdb.sketch import simhash
 from dedupdb.config import Settings  # noqa: E402
 from dedupdb.sketch.fingerprint import Sketch, Sketcher  # noqa: E402
 from dedupdb.text.normalize import normalize  # noqa: E402
@@ -396,11 +398,11 @@ def test_compiled_distinct_counts_are_each_texts_own():
     assert counts.tolist() == [c for _, _, times in expected for c in times.tolist()]
 
 
-def test_compiled_chinese_simhashes_are_each_texts_own(monkeypatch):
-    """A batch's Chinese SimHashes, voted on together by the compiled path, are those of the numpy path, which
-    fingerprints each text by itself (simhash.fingerprint): over texts of dictionary words, and over texts of
-    distinct rare ideographs, each of one weight (the table does not know them), whose votes are near even: those
-    are decided by simhash.fingerprint, as on numpy's path."""
+def test_batched_chinese_simhashes_are_each_texts_own(monkeypatch):
+    """A batch's Chinese SimHashes, voted on together by the compiled path and by numpy's, are each text's own,
+    fingerprinted by itself (Sketcher._chinese_simhash, simhash.fingerprint): over texts of dictionary words, and
+    over texts of distinct rare ideographs, each of one weight (the table does not know them), whose votes are near
+    even: those are decided by simhash.fingerprint on either path."""
     rng = np.random.default_rng(5)
     # Texts of common characters, which jieba cuts into words it knows and words it does not (60 distinct words
     # at least make a SimHash).
@@ -419,10 +421,27 @@ def test_compiled_chinese_simhashes_are_each_texts_own(monkeypatch):
         return values, sure
 
     monkeypatch.setattr(fastsketch, "_votes", counted_votes)
-    expected, got = python_sketcher(Settings()).sketch(texts), fast_sketcher(Settings()).sketch(texts)
-    assert [s.simhash for s in got] == [s.simhash for s in expected]
+    # numpy's path votes on the batch together too, and leaves its own near-even votes to simhash.fingerprint.
+    referred = []
+    together = simhash.fingerprints
+
+    def counted_fingerprints(features, weights, lengths, reference=None):
+        def counted(*args):
+            referred.append(1)
+            return reference(*args)
+
+        return together(features, weights, lengths, None if reference is None else counted)
+
+    monkeypatch.setattr(fingerprint_module, "simhash_fingerprints", counted_fingerprints)
+    numpy_path = python_sketcher(Settings())
+    expected, got = numpy_path.sketch(texts), fast_sketcher(Settings()).sketch(texts)
+    # Each text's own SimHash, fingerprinted by itself: what both batched paths must give.
+    own = [numpy_path._chinese_simhash(text, sketch.tokens) for text, sketch in zip(texts, expected)]
+    assert [s.simhash for s in expected] == own
+    assert [s.simhash for s in got] == own
     assert sum(s.simhash is not None for s in expected[:200]) > 100  # dictionary words: most have a SimHash
     assert sum(near_even) > 20  # the rare ideographs' votes were left to simhash.fingerprint
+    assert len(referred) > 20  # on numpy's path too
 
 
 def _permutations(settings: Settings):

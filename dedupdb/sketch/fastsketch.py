@@ -23,7 +23,7 @@ import xxhash
 
 from dedupdb.config import cache_dir, kept_table
 from dedupdb.jit import njit, types
-from dedupdb.sketch.simhash import fingerprints
+from dedupdb.sketch.simhash import ORDER_SLACK, fingerprints
 from dedupdb.text.hashing import FMIX_C1, FMIX_C2
 from dedupdb.text.tokens import (ASCII_NOISE_MARKS, CHAR_MULT, CHAR_VIEW_FULL, CHAR_VIEW_NONE, CHAR_VIEW_STEP, CJK, IS_CJK, NGRAM_MULT,
                                  REPOST_NOISE, TOKEN_SEED)
@@ -697,9 +697,7 @@ def word_weights(hashes: np.ndarray) -> np.ndarray:
     return _looked_up(np.ascontiguousarray(hashes, np.uint64), *_word_directory())
 
 
-# A vote computed by adding in one order lies within this many units of the last place (of the sum of the weights'
-# magnitudes, times the features) of the vote added in any other: two orders agree on its sign beyond it.
-_ORDER_SLACK = 8 * 2.0**-53
+_ORDER_SLACK = ORDER_SLACK  # simhash.py's: two orders of adding agree on a vote's sign beyond it
 
 
 @_jit(types.Tuple((_u64s, types.boolean[::1]))(_u64s, types.float64[::1], _i64s))

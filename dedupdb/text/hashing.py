@@ -69,6 +69,19 @@ def distinct_first_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return ordered[starts], order[starts], np.diff(np.concatenate((starts, [len(ordered)])))
 
 
+def distinct_counts_of_each(values: np.ndarray, lengths: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """distinct_first_counts of each text's values at once (lengths[t] of values are text t's): every text's distinct
+    values, sorted, one after the other, how often each occurs, and how many each text has."""
+    owners = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    order = np.lexsort((values, owners))
+    ordered, owners = values[order], owners[order]
+    if len(ordered) == 0:
+        return ordered, np.empty(0, np.int64), np.zeros(len(lengths), np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], (ordered[1:] != ordered[:-1]) | (owners[1:] != owners[:-1]))))
+    counts = np.diff(np.concatenate((starts, [len(ordered)])))
+    return ordered[starts], counts, np.bincount(owners[starts], minlength=len(lengths))
+
+
 def spans(haystack: np.ndarray, needles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Where each needle's run of equal values in the sorted haystack starts, and how long it is (0 where it is
     absent): np.searchsorted's left and right, searched in sorted order and put back in the needles'. numpy narrows
