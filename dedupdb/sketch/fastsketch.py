@@ -735,7 +735,7 @@ def simhashes(feature_hashes: np.ndarray, weights: np.ndarray, lengths: list[int
     multiplies them out. Each bit is the sign of a sum of weights, which numpy adds in another order: where a vote
     is so close to even that the order could turn it (words of equal weight, such as words the table does not
     know, split half and half), that text's SimHash is numpy's own: reference(features, weights) of it, where
-    given (simhash.fingerprint, for Chinese texts, which are fingerprinted one by one), else fingerprints'."""
+    given (simhash.fingerprint, for Chinese texts, whose SimHash is defined text by text), else fingerprints'."""
     features = np.ascontiguousarray(feature_hashes, np.uint64)
     weights = np.ascontiguousarray(weights, np.float64)
     bounds = np.zeros(len(lengths) + 1, np.int64)

@@ -272,7 +272,7 @@ def _in_key_ranges(data, starts, bits, shift, width):
 def in_key_ranges(data: np.ndarray, starts: np.ndarray, bits: np.ndarray, shift: int, width: int) -> np.ndarray:
     """The entries of sorted data within [start, start + width] of each of the sorted starts whose slot a run's key
     filter (runs.KeyBits) has set: what an add's filtered probe of a run held in memory asks, where masking the
-    starts by the filter, then the highs, then searching took a tenth of its writing process."""
+    starts by the filter, then the highs, then searching took a seventh of its writing process."""
     return _in_key_ranges(_int64s(data), _int64s(starts), bits, int(shift), int(width))
 
 
