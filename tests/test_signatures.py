@@ -54,10 +54,10 @@ def test_signatures_are_deterministic_across_processes():
     assert _signature_in_subprocess() == here == _signature_in_subprocess()
 
 
-def test_documents_hashed_together_get_the_signatures_each_gets_alone():
+def test_documents_hashed_together_get_the_signatures_each_gets_alone(monkeypatch):
     """A batch's documents hashed in groups (a permutation at a time, reduced by document) get exactly the rows
-    each gets hashed by itself: groups cut by shingles and by documents, empty sets between them, a document
-    larger than a group, runs of short ones hashed one at a time."""
+    each gets hashed by itself, a block of its shingles at a time: groups cut by shingles and by documents, empty
+    sets between them, a document larger than two groups, runs of short ones hashed one at a time."""
     from dedupdb.sketch import minhash
 
     rng = np.random.default_rng(7)
@@ -65,22 +65,27 @@ def test_documents_hashed_together_get_the_signatures_each_gets_alone():
     def shingles(count: int) -> np.ndarray:
         return np.unique(rng.integers(0, 2**32, count, dtype=np.uint64).astype(np.uint32))
 
-    sizes = [0, 3, 250, 0, *rng.integers(1, 400, 600).tolist(), minhash._GROUP_SHINGLES + 5, 1, 0,
+    sizes = [0, 3, 250, 0, *rng.integers(1, 400, 600).tolist(), 2 * minhash._GROUP_SHINGLES + 5, 1, 0,
              *[2] * (minhash._GROUP_DOCUMENTS + 10), *rng.integers(1000, 40_000, 12).tolist(), 7]
     sets = [shingles(size) for size in sizes]
     hasher = MinHasher(64, 3)
     groups = minhash._groups([len(s) for s in sets])
-    together = [held for _, held in groups if minhash._GROUP_AT_LEAST <= held < minhash._GROUP_SHINGLES]
+    together = [held for _, held in groups if minhash._GROUP_AT_LEAST <= held <= minhash._GROUP_SHINGLES]
     assert len(together) >= 3 and max(len(m) for m, _ in groups) == minhash._GROUP_DOCUMENTS
     assert all(held <= minhash._GROUP_SHINGLES or len(m) == 1 for m, held in groups)
+    assert any(held > minhash._GROUP_SHINGLES + 1000 for _, held in groups)  # hashed in two blocks or more
     batch = hasher.signatures(sets)
-    alone = np.array([hasher.signatures([s])[0] for s in sets])
+    monkeypatch.setattr(minhash, "_GROUP_AT_LEAST", 1 << 62)  # every document by itself, a block at a time
+    alone = hasher.signatures(sets)
     assert np.array_equal(batch, alone)
     assert (batch[[i for i, size in enumerate(sizes) if size == 0]] == 0xFFFFFFFF).all()
     # Each row is the minimum of the affine maps over the document's own shingles.
-    for i in (i for i, size in enumerate(sizes) if 0 < size < minhash._GROUP_SHINGLES):
-        expected = ((sets[i][:, None].astype(np.uint64) * hasher.multipliers + hasher.offsets) % 2**32).min(axis=0)
-        assert np.array_equal(batch[i], expected.astype(np.uint32))
+    for i in (i for i, size in enumerate(sizes) if size):
+        least = np.full(64, 2**32, np.uint64)
+        for part in np.array_split(sets[i], max(1, len(sets[i]) // 8192)):
+            maps = (part[:, None].astype(np.uint64) * hasher.multipliers + hasher.offsets) % 2**32
+            least = np.minimum(least, maps.min(axis=0))
+        assert np.array_equal(batch[i], least.astype(np.uint32))
 
 
 def test_different_seeds_give_different_signatures():

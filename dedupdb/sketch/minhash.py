@@ -20,11 +20,11 @@ WHOLE_VIEW = char_view_limit(0)
 # Shingles hashed in one numpy pass: keeps the (shingles x permutations)
 # matrix around a megabyte so it stays in cache.
 _CHUNK_SHINGLES = 2048
-# Documents hashed together (signatures): at most so many shingles (512 KB of them) and documents a group. A group
-# of fewer shingles than _GROUP_AT_LEAST is hashed a document at a time, as a document of _GROUP_SHINGLES or more
-# is: a group's calls (three a permutation) cost more than a few documents' five each. Together is the quicker
-# from some 2,500 to 4,000 shingles in all, however many documents hold them (256 permutations: 512 texts of 5
-# shingles, 192 of 20, 48 of 80, 16 IMDB reviews).
+# Documents hashed together (signatures): at most so many shingles (512 KB of them) and documents a group, and a
+# document of more shingles a group's worth at a time. A group of fewer shingles than _GROUP_AT_LEAST is hashed a
+# document at a time: a group's calls (three a permutation) cost more than a few documents' five each. Together is
+# the quicker from some 2,500 to 4,000 shingles in all, however many documents hold them (256 permutations: 512
+# texts of 5 shingles, 192 of 20, 48 of 80, 16 IMDB reviews).
 _GROUP_SHINGLES = 1 << 17
 _GROUP_DOCUMENTS = 4096
 _GROUP_AT_LEAST = 4096
@@ -47,22 +47,17 @@ class MinHasher:
         out = np.full((len(shingle_sets), self.num_perm), _EMPTY_SLOT, dtype=np.uint32)
         alone = []
         for members, held in _groups([len(s) for s in shingle_sets]):
-            if held < _GROUP_AT_LEAST or held >= _GROUP_SHINGLES:
+            if held < _GROUP_AT_LEAST:
                 alone += members
-                continue
-            # Many documents' shingles in one array, hashed a permutation at a time and reduced by document: a
-            # few numpy calls a permutation for the group, where a document at a time takes five of its own
-            # (256 permutations: IMDB reviews 20 µs a text against 49, Chinese reviews 12.7 against 25.6).
-            values = np.concatenate([shingle_sets[i] for i in members])
-            starts = np.zeros(len(members), np.int64)
-            np.cumsum([len(shingle_sets[i]) for i in members[:-1]], out=starts[1:])
-            hashed = np.empty(len(values), dtype=np.uint32)
-            rows = np.empty((self.num_perm, len(members)), dtype=np.uint32)
-            for k in range(self.num_perm):
-                np.multiply(values, self.multipliers[k], out=hashed)
-                hashed += self.offsets[k]
-                np.minimum.reduceat(hashed, starts, out=rows[k])
-            out[members] = rows.T
+            elif held > _GROUP_SHINGLES:  # one document larger than a group: a group's worth at a time
+                shingles = shingle_sets[members[0]]
+                for start in range(0, held, _GROUP_SHINGLES):
+                    minima = self._minima(shingles[start : start + _GROUP_SHINGLES], np.zeros(1, np.int64))[:, 0]
+                    np.minimum(out[members[0]], minima, out=out[members[0]])
+            else:
+                starts = np.zeros(len(members), np.int64)
+                np.cumsum([len(shingle_sets[i]) for i in members[:-1]], out=starts[1:])
+                out[members] = self._minima(np.concatenate([shingle_sets[i] for i in members]), starts).T
         buffer = np.empty((_CHUNK_SHINGLES, self.num_perm), dtype=np.uint32)
         for row in alone:
             shingles = shingle_sets[row]
@@ -74,11 +69,25 @@ class MinHasher:
                 np.minimum(out[row], hashed.min(axis=0), out=out[row])
         return out
 
+    def _minima(self, values: NDArray[np.uint32], starts: NDArray[np.int64]) -> NDArray[np.uint32]:
+        """(permutations, documents): each permutation's least value over each document's shingles, the documents'
+        shingles joined in values, each starting at its starts. Hashed a permutation at a time and reduced by
+        document: a few numpy calls a permutation for them all, where a document at a time takes five of its own
+        (256 permutations: IMDB reviews 20 µs a text against 49, Chinese reviews 12.7 against 25.6; a text of
+        thousands of shingles or more 70 ns a shingle against 230)."""
+        hashed = np.empty(len(values), dtype=np.uint32)
+        rows = np.empty((self.num_perm, len(starts)), dtype=np.uint32)
+        for k in range(self.num_perm):
+            np.multiply(values, self.multipliers[k], out=hashed)
+            hashed += self.offsets[k]
+            np.minimum.reduceat(hashed, starts, out=rows[k])
+        return rows
+
 
 def _groups(lengths: list[int]) -> list[tuple[list[int], int]]:
     """The non-empty documents (by position) in groups, with the shingles each holds: up to _GROUP_SHINGLES
     shingles and _GROUP_DOCUMENTS documents a group (so that its values and its rows of minima stay in cache), but
-    a document of _GROUP_SHINGLES or more is a group of its own."""
+    a document of more shingles is a group of its own."""
     groups: list[tuple[list[int], int]] = []
     members: list[int] = []
     held = 0
