@@ -382,25 +382,44 @@ def test_compiled_chinese_word_hashes_are_pythons():
         assert got.dtype == np.uint64 and got.tolist() == chinese_word_hashes(sample).tolist()
 
 
-def test_compiled_distinct_counts_are_each_texts_own():
-    """fastsketch.distinct_counted gives hashing.distinct_first_counts' values and counts for each text at once:
-    texts of none, one, many repeated and more values than the sort's one-pass limit (fastsketch._FEW)."""
-    from dedupdb.text.hashing import distinct_first_counts
+def test_distinct_counts_of_each_text_at_once_are_each_texts_own():
+    """fastsketch.distinct_counted, and numpy's hashing.distinct_counts_of_each, give hashing.distinct_first_counts'
+    values and counts for each text at once: texts of none, one, many repeated and more values than the compiled
+    sort's one-pass limit (fastsketch._FEW)."""
+    from dedupdb.text.hashing import distinct_counts_of_each, distinct_first_counts
 
     rng = np.random.default_rng(1)
-    lengths = [0, 1, 5, 3000, fastsketch._FEW + 1, fastsketch._FEW, 100, 0]
-    values = np.concatenate([rng.integers(0, 50 if n < 200 else 2**64, n, dtype=np.uint64) for n in lengths])
+    lengths = [0, 1, 5, 3000, fastsketch._FEW + 1, fastsketch._FEW, 100, 0, 2, 3]
+    values = np.concatenate([rng.integers(0, 50 if n < 200 else 2**64, n, dtype=np.uint64) for n in lengths[:-2]])
+    # Side by side, a text whose greatest value is the next one's least: each keeps its own count of it.
+    values = np.concatenate((values, np.array([5, 7, 7, 7, 9], np.uint64)))
     bounds = np.concatenate(([0], np.cumsum(lengths)))
     expected = [distinct_first_counts(values[a:b]) for a, b in pairwise(bounds.tolist())]
-    distinct, counts, each = fastsketch.distinct_counted(values, lengths)
-    assert each.tolist() == [len(found) for found, _, _ in expected]
-    assert distinct.tolist() == [v for found, _, _ in expected for v in found.tolist()]
-    assert counts.tolist() == [c for _, _, times in expected for c in times.tolist()]
+    for counted in (fastsketch.distinct_counted, distinct_counts_of_each):  # compiled, and numpy's
+        distinct, counts, each = counted(values, lengths)
+        assert each.tolist() == [len(found) for found, _, _ in expected]
+        assert distinct.tolist() == [v for found, _, _ in expected for v in found.tolist()]
+        assert counts.tolist() == [c for _, _, times in expected for c in times.tolist()]
+
+
+def _own_chinese_simhash(sketcher: Sketcher, text: str, tokens: int) -> int | None:
+    """A mostly-Chinese text's SimHash, the text by itself: its distinct words' hashes, counted, weighed by jieba's
+    IDF and voted on by simhash.fingerprint; none for fewer distinct words than a SimHash takes."""
+    from dedupdb.text.hashing import distinct_first_counts
+    from dedupdb.text.weights import chinese_idf, chinese_word_hashes
+
+    minimum = sketcher.settings.simhash_min_features
+    if tokens < minimum:
+        return None
+    features, _, counts = distinct_first_counts(chinese_word_hashes(sketcher._chinese_words(text)))
+    if len(features) < minimum:
+        return None
+    return simhash.fingerprint(features, counts * chinese_idf(features))
 
 
 def test_batched_chinese_simhashes_are_each_texts_own(monkeypatch):
     """A batch's Chinese SimHashes, voted on together by the compiled path and by numpy's, are each text's own,
-    fingerprinted by itself (Sketcher._chinese_simhash, simhash.fingerprint): over texts of dictionary words, and
+    fingerprinted by itself (_own_chinese_simhash, simhash.fingerprint): over texts of dictionary words, and
     over texts of distinct rare ideographs, each of one weight (the table does not know them), whose votes are near
     even: those are decided by simhash.fingerprint on either path."""
     rng = np.random.default_rng(5)
@@ -436,7 +455,7 @@ def test_batched_chinese_simhashes_are_each_texts_own(monkeypatch):
     numpy_path = python_sketcher(Settings())
     expected, got = numpy_path.sketch(texts), fast_sketcher(Settings()).sketch(texts)
     # Each text's own SimHash, fingerprinted by itself: what both batched paths must give.
-    own = [numpy_path._chinese_simhash(text, sketch.tokens) for text, sketch in zip(texts, expected)]
+    own = [_own_chinese_simhash(numpy_path, text, sketch.tokens) for text, sketch in zip(texts, expected)]
     assert [s.simhash for s in expected] == own
     assert [s.simhash for s in got] == own
     assert sum(s.simhash is not None for s in expected[:200]) > 100  # dictionary words: most have a SimHash

@@ -697,9 +697,6 @@ def word_weights(hashes: np.ndarray) -> np.ndarray:
     return _looked_up(np.ascontiguousarray(hashes, np.uint64), *_word_directory())
 
 
-_ORDER_SLACK = ORDER_SLACK  # simhash.py's: two orders of adding agree on a vote's sign beyond it
-
-
 @_jit(types.Tuple((_u64s, types.boolean[::1]))(_u64s, types.float64[::1], _i64s))
 def _votes(features, weights, bounds):
     out = np.empty(bounds.shape[0] - 1, np.uint64)
@@ -716,7 +713,7 @@ def _votes(features, weights, bounds):
             for bit in range(64):
                 if (feature >> np.uint64(bit)) & _S1:
                     tally[bit] += weight
-        slack = _ORDER_SLACK * (bounds[text + 1] - bounds[text] + 1) * magnitude
+        slack = ORDER_SLACK * (bounds[text + 1] - bounds[text] + 1) * magnitude
         value = np.uint64(0)
         for bit in range(64):
             vote = 2.0 * tally[bit] - total

@@ -18,12 +18,7 @@ from dedupdb.sketch.minhash import MinHasher, bottom_k
 from dedupdb.sketch.simhash import fingerprint as simhash_fingerprint
 from dedupdb.sketch.simhash import fingerprints as simhash_fingerprints
 from dedupdb.sketch.winnowing import run_hashes, winnowed
-from dedupdb.text.hashing import (
-    content_hash,
-    distinct_counts_of_each,
-    distinct_first_counts,
-    to_signed64,
-)
+from dedupdb.text.hashing import content_hash, distinct_counts_of_each, to_signed64
 from dedupdb.text.tokens import Tokenizer, chinese_words, jieba_words
 from dedupdb.text.weights import (
     chinese_idf,
@@ -198,28 +193,18 @@ class Sketcher:
         values = votes(features, counts * weights(features), [len(w) for _, w, _ in weighted])
         return {p: value for (p, _, _), value in zip(weighted, values)}
 
-    def _chinese_simhash(self, text: str, tokens: int) -> int | None:
-        """A mostly-Chinese text's SimHash, the text by itself: what _chinese_simhashes gives each text of a batch
-        (the definition its tests hold it to; stores keep these values)."""
-        minimum = self.settings.simhash_min_features
-        if tokens < minimum:
-            return None  # cannot reach the minimum; spares the segmenter the work
-        features, _, counts = distinct_first_counts(chinese_word_hashes(self._chinese_words(text)))
-        if len(features) < minimum:
-            return None
-        return simhash_fingerprint(features, counts * chinese_idf(features))
-
     def _chinese_words(self, text: str) -> list[str]:
         # A store of algorithm 6 goes on with jieba's Python segmenting, so that its fingerprints stay its own.
         return jieba_words(text) if self.settings.algorithm <= 6 else chinese_words(text)
 
     def _chinese_simhashes(self, texts: list[str], positions: list[int], token_counts: list[int],
                            fast=None) -> dict[int, int]:
-        """_chinese_simhash() of the texts at these positions, the same values: their words hashed, counted,
-        weighed and voted on together, compiled where fast (fastsketch) is given, else in numpy. Both leave a vote
-        near enough even that the order of adding could turn it to simhash.fingerprint, as _chinese_simhash
-        decides it. One by one, all but the segmenting took half of a long Chinese review's SimHash (compiled), and
-        an eighth of a short one's sketch on numpy's path (105 µs a review against 92 together)."""
+        """The SimHash of each mostly-Chinese text at these positions: its distinct words' hashes, counted, weighed
+        by jieba's IDF and voted on (simhash.fingerprint of that text alone, the value stores keep), for all the
+        texts together, compiled where fast (fastsketch) is given, else in numpy. Both leave a vote near enough even
+        that the order of adding could turn it to simhash.fingerprint of its text. One by one, all but the
+        segmenting took half of a long Chinese review's SimHash (compiled), and an eighth of a short one's sketch on
+        numpy's path (105 µs a review against 92 together)."""
         minimum = self.settings.simhash_min_features
         chosen = [p for p in positions if token_counts[p] >= minimum]  # fewer tokens cannot reach the minimum
         if not chosen:
